@@ -1,0 +1,153 @@
+"""Connections, confirmed publishing and the one consume helper that maps the error taxonomy to settlements."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import aio_pika
+import aiormq
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+)
+
+from taskyard_common.errors import (
+    BrokerUnavailable,
+    PermanentError,
+    PublishRejected,
+    TransientError,
+    Unroutable,
+)
+from taskyard_common.messages import Envelope, decode, encode
+from taskyard_common.settings import AmqpSettings
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Envelope)
+Handler = Callable[[M, AbstractIncomingMessage], Awaitable[None]]
+
+
+async def connect(settings: AmqpSettings, name: str) -> AbstractRobustConnection:
+    """A robust connection: after a broker restart it reconnects, redeclares and resumes consumers."""
+    try:
+        return await aio_pika.connect_robust(
+            settings.url.get_secret_value(),
+            client_properties={"connection_name": name},
+            timeout=settings.connect_timeout_seconds,
+        )
+    except (OSError, asyncio.TimeoutError, aiormq.exceptions.AMQPError) as exc:
+        # The URL holds credentials: never echo it.
+        raise BrokerUnavailable(f"cannot connect to RabbitMQ: {type(exc).__name__}") from exc
+
+
+def server_version(connection: AbstractRobustConnection) -> tuple[int, ...]:
+    """The broker's version, read from the connection's server properties, to gate version-specific features."""
+    raw = connection.transport.connection.server_properties.get("version", "0")
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    parts = []
+    for piece in text.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+class Publisher:
+    """Publishes persistent JSON messages on one confirm channel; a publish returns only once confirmed.
+
+    Publishes are pipelined on the channel (the broker confirms them asynchronously), so many requests can
+    share it. Every failure is mapped onto the taxonomy: unreachable or too slow → ``BrokerUnavailable``,
+    nacked (queue full) → ``PublishRejected``, returned (no route) → ``Unroutable``.
+    """
+
+    def __init__(self, channel: AbstractChannel, settings: AmqpSettings) -> None:
+        self._channel = channel
+        self._settings = settings
+        self._exchanges: dict[str, AbstractExchange] = {}
+
+    @classmethod
+    async def open(cls, connection: AbstractRobustConnection, settings: AmqpSettings) -> Publisher:
+        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        return cls(channel, settings)
+
+    async def _exchange(self, name: str) -> AbstractExchange:
+        exchange = self._exchanges.get(name)
+        if exchange is None:
+            exchange = await self._channel.get_exchange(name, ensure=False)
+            self._exchanges[name] = exchange
+        return exchange
+
+    async def publish(self, exchange: str, routing_key: str, message: Envelope) -> None:
+        body = aio_pika.Message(
+            body=encode(message),
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            message_id=str(message.task_id),
+            type=getattr(message, "kind", None),
+            headers={"schema_version": message.schema_version},
+        )
+        try:
+            target = await self._exchange(exchange)
+            async with asyncio.timeout(self._settings.publish_timeout_seconds):
+                await target.publish(body, routing_key=routing_key, mandatory=True)
+        except aiormq.exceptions.PublishError as exc:
+            raise Unroutable(f"no queue bound to {exchange!r} for routing key {routing_key!r}") from exc
+        except aiormq.exceptions.DeliveryError as exc:
+            raise PublishRejected(f"broker refused the message for {exchange!r}: queue full") from exc
+        except (TimeoutError, OSError, RuntimeError, aiormq.exceptions.AMQPError) as exc:
+            # RuntimeError covers aiormq's ChannelInvalidStateError while the connection is down.
+            raise BrokerUnavailable(f"publish to {exchange!r} not confirmed: {type(exc).__name__}") from exc
+
+    async def close(self) -> None:
+        if not self._channel.is_closed:
+            await self._channel.close()
+
+
+async def _settle(message: AbstractIncomingMessage, *, ack: bool, requeue: bool = False) -> None:
+    try:
+        if ack:
+            await message.ack()
+        else:
+            await message.reject(requeue=requeue)
+    except (RuntimeError, aiormq.exceptions.AMQPError) as exc:
+        # The channel went away: the broker redelivers the message, nothing is lost.
+        log.warning("could not settle message %s: %s", message.message_id, type(exc).__name__)
+
+
+async def consume(
+    queue: AbstractQueue, model: type[M], handler: Handler[M], *, consumer_tag: str | None = None
+) -> str:
+    """Consume ``queue``; each delivery runs as its own asyncio task (aiormq spawns one per message).
+
+    Returning acks; ``PermanentError`` rejects without requeue, so the queue dead-letters it with reason
+    ``rejected``; anything else rejects with requeue and counts toward the queue's delivery limit, so a
+    message that always fails ends in the dead-letter queue instead of looping forever.
+    """
+
+    async def on_message(message: AbstractIncomingMessage) -> None:
+        try:
+            decoded = decode(model, message.body)
+            await handler(decoded, message)
+        except PermanentError as exc:
+            log.warning("dead-lettering message %s: %s", message.message_id, exc)
+            await _settle(message, ack=False)
+        except asyncio.CancelledError:
+            # Shutdown while in flight: hand the message back for another consumer.
+            await _settle(message, ack=False, requeue=True)
+            raise
+        except Exception as exc:
+            # Unexpected errors keep their traceback in the log; expected transient ones stay one line.
+            log.warning(
+                "requeueing message %s after %s: %s", message.message_id, type(exc).__name__, exc,
+                exc_info=not isinstance(exc, TransientError),
+            )
+            await _settle(message, ack=False, requeue=True)
+        else:
+            await _settle(message, ack=True)
+
+    return await queue.consume(on_message, consumer_tag=consumer_tag)

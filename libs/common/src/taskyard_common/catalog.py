@@ -1,0 +1,86 @@
+"""The specialist catalog: a versioned pydantic model, loaded from YAML.
+
+``SpecialistSpec`` is also the spec of the Kubernetes ``Specialist`` custom resource, so field names follow
+Kubernetes conventions where they differ from nothing else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from taskyard_common.messages import SpecialistName
+
+CATALOG_API_VERSION = "taskyard.dev/v1alpha1"
+
+
+class CatalogError(ValueError):
+    """The catalog file is missing, not YAML, or not a valid catalog."""
+
+
+class SpecialistSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: SpecialistName
+    # What the router reads: say what this specialist is for, in the words users would use.
+    description: str = Field(min_length=1, max_length=2000)
+    # Extra words the rules router matches (the LLM router sees them too).
+    keywords: tuple[str, ...] = ()
+    # The specialist's system prompt.
+    instructions: str = Field(min_length=1)
+    # None: the globally configured model (TASKYARD_LLM_MODEL).
+    model: str | None = None
+    tools: tuple[str, ...] = ()
+    max_steps: int = Field(default=6, ge=1, le=100)
+    timeout_seconds: float = Field(default=300.0, gt=0)
+    # In-flight tasks per worker process (the queue prefetch).
+    concurrency: int = Field(default=16, ge=1, le=10_000)
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    api_version: Literal["taskyard.dev/v1alpha1"] = Field(default=CATALOG_API_VERSION, alias="apiVersion")
+    kind: Literal["SpecialistCatalog"] = "SpecialistCatalog"
+    # Where the rules router sends a request that matches no specialist.
+    fallback: SpecialistName
+    specialists: tuple[SpecialistSpec, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Catalog:
+        names = [s.name for s in self.specialists]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate specialist names: {duplicates}")
+        if self.fallback not in names:
+            raise ValueError(f"fallback {self.fallback!r} is not a specialist in the catalog")
+        return self
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.specialists]
+
+    def get(self, name: str) -> SpecialistSpec | None:
+        return next((s for s in self.specialists if s.name == name), None)
+
+
+def parse_catalog(text: str, source: str = "<catalog>") -> Catalog:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{source}: not valid YAML: {exc}") from None
+    try:
+        return Catalog.model_validate(data)
+    except ValidationError as exc:
+        raise CatalogError(f"{source}: invalid catalog:\n{exc}") from None
+
+
+def load_catalog(path: Path) -> Catalog:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogError(f"cannot read specialist catalog {path}: {exc.strerror}") from None
+    return parse_catalog(text, str(path))

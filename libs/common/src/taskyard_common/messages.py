@@ -1,0 +1,112 @@
+"""Every message taskyard puts on the bus: pydantic v2 models, JSON only, one envelope and one model per kind.
+
+``schema_version`` lets a consumer refuse (dead-letter) a message written by a newer producer instead of
+misreading it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from taskyard_common.errors import InvalidMessage
+
+SCHEMA_VERSION = 1
+
+SpecialistName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,62}$")]
+# A task's input: free text, or a JSON object for structured requests.
+TaskInput = str | dict[str, Any]
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"  # accepted, awaiting routing
+    QUEUED = "queued"  # routed to a specialist queue
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED)
+
+
+class RoutingMethod(StrEnum):
+    LLM = "llm"
+    RULES = "rules"
+    EXPLICIT = "explicit"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RoutingDecision(_Model):
+    method: RoutingMethod
+    specialist: SpecialistName
+    reason: str = Field(max_length=2000)
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class Usage(_Model):
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    total_tokens: int = Field(default=0, ge=0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Envelope(_Model):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    task_id: UUID
+    attempt: int = Field(default=1, ge=1)
+    traceparent: str | None = Field(default=None, max_length=256)
+    sent_at: datetime = Field(default_factory=utcnow)
+
+
+class IntakeMessage(Envelope):
+    """API → broker agent: a new task to route."""
+
+    kind: Literal["intake"] = "intake"
+    input: TaskInput
+    requested_specialist: SpecialistName | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class WorkMessage(Envelope):
+    """Broker agent → specialist worker: a routed task to run."""
+
+    kind: Literal["work"] = "work"
+    specialist: SpecialistName
+    input: TaskInput
+    routing: RoutingDecision
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+M = TypeVar("M", bound=Envelope)
+
+
+def encode(message: Envelope) -> bytes:
+    return message.model_dump_json().encode()
+
+
+def decode(model: type[M], body: bytes) -> M:
+    """Parse a message body; anything that is not exactly ``model`` is permanent (it would never parse)."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        # Only the error types and locations: the body may hold user data and must not reach the logs.
+        summary = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['type']}" for e in exc.errors())
+        raise InvalidMessage(f"not a valid {model.__name__}: {summary}") from None

@@ -1,0 +1,102 @@
+"""Typed settings, one small class per concern, each with its own environment prefix.
+
+Nothing here reads the environment at import time: a service builds the classes it needs once, in its
+``get_settings()``, and passes them down. The environment names are the contract with the Helm chart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _config(prefix: str) -> SettingsConfigDict:
+    return SettingsConfigDict(env_prefix=prefix, extra="ignore", populate_by_name=True)
+
+
+class AmqpSettings(BaseSettings):
+    """RabbitMQ connection and topology tunables (``TASKYARD_AMQP_*``; ``AMQP_URL`` also accepted)."""
+
+    model_config = _config("TASKYARD_AMQP_")
+
+    # No credentials in the default: aio-pika falls back to the broker's own local-only guest account.
+    url: SecretStr = Field(
+        default=SecretStr("amqp://127.0.0.1:5672/"),
+        validation_alias=AliasChoices("TASKYARD_AMQP_URL", "AMQP_URL", "url"),
+    )
+    prefix: str = Field(default="taskyard", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")
+    delivery_limit: int = Field(default=5, ge=1, le=1000)
+    max_length: int = Field(default=100_000, ge=1)
+    publish_timeout_seconds: float = Field(default=5.0, gt=0)
+    connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    # Seconds a client is told to wait before retrying when the broker refuses or is unreachable.
+    retry_after_seconds: int = Field(default=5, ge=1)
+
+
+class DbSettings(BaseSettings):
+    """PostgreSQL task store (``TASKYARD_DB_*``; ``DATABASE_URL`` also accepted)."""
+
+    model_config = _config("TASKYARD_DB_")
+
+    url: SecretStr = Field(
+        default=SecretStr("postgresql://127.0.0.1:5432/taskyard"),
+        validation_alias=AliasChoices("TASKYARD_DB_URL", "DATABASE_URL", "url"),
+    )
+    # Every table lives in this schema, so tests (and several installs) can share one database.
+    db_schema: str = Field(
+        default="taskyard",
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        validation_alias=AliasChoices("TASKYARD_DB_SCHEMA", "db_schema"),
+    )
+    pool_min_size: int = Field(default=1, ge=0)
+    pool_max_size: int = Field(default=10, ge=1)
+    command_timeout_seconds: float = Field(default=10.0, gt=0)
+
+
+class LlmSettings(BaseSettings):
+    """The OpenAI-compatible endpoint (``TASKYARD_LLM_*``, or the ``openai`` client's own variables)."""
+
+    model_config = _config("TASKYARD_LLM_")
+
+    base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("TASKYARD_LLM_BASE_URL", "OPENAI_BASE_URL", "base_url")
+    )
+    api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("TASKYARD_LLM_API_KEY", "OPENAI_API_KEY", "api_key")
+    )
+    model: str = "gpt-4o-mini"
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    # The routing call is small and on the intake hot path: it gets its own, shorter limit.
+    routing_timeout_seconds: float = Field(default=20.0, gt=0)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.base_url) or self.api_key is not None
+
+
+class CatalogSettings(BaseSettings):
+    """Where the specialist catalog lives (``TASKYARD_CATALOG_PATH``)."""
+
+    model_config = _config("TASKYARD_CATALOG_")
+
+    path: Path = Path("specialists.yaml")
+
+
+class HealthSettings(BaseSettings):
+    """Health and metrics port of the non-HTTP services (``TASKYARD_HEALTH_*``); port 0 disables it."""
+
+    model_config = _config("TASKYARD_HEALTH_")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=9000, ge=0, le=65535)
+
+
+class LogSettings(BaseSettings):
+    """Logging (``TASKYARD_LOG_*``)."""
+
+    model_config = _config("TASKYARD_LOG_")
+
+    level: str = "INFO"
+    json_format: bool = Field(default=False, validation_alias=AliasChoices("TASKYARD_LOG_JSON", "json_format"))

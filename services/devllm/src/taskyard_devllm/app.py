@@ -1,0 +1,153 @@
+"""The HTTP server: OpenAI's ``/v1/chat/completions`` and ``/v1/models``, plus ``/_control`` for tests."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import logging
+import time
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from taskyard_devllm.replies import MARK, count_tokens, reply
+from taskyard_devllm.scripts import Script, Scripts, Step
+
+log = logging.getLogger("taskyard_devllm")
+
+DEFAULT_MODEL = "taskyard-dev"
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": str(status)}}, status_code=status, headers=headers
+    )
+
+
+def _completion(model: str, number: int, message: dict[str, Any], prompt_tokens: int) -> dict[str, Any]:
+    tool_calls = [
+        {
+            "id": f"call_{number}_{i}",
+            "type": "function",
+            "function": {
+                "name": call["name"],
+                "arguments": call["arguments"]
+                if isinstance(call["arguments"], str)
+                else json.dumps(call["arguments"]),
+            },
+        }
+        for i, call in enumerate(message.get("tool_calls") or [])
+    ]
+    content = message.get("content")
+    completion_tokens = len((content or "").split()) + 8 * len(tool_calls)
+    return {
+        "id": f"chatcmpl-dev-{number}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "taskyard-dev-not-a-real-llm",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "tool_calls": tool_calls or None},
+                "finish_reason": "tool_calls" if tool_calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def create_app(latency_seconds: float = 0.0) -> FastAPI:
+    app = FastAPI(title="taskyard development model server (not a real LLM)")
+    scripts = Scripts()
+    counter = itertools.count(1)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model", "owned_by": "taskyard-dev"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> JSONResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "body is not JSON")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error(400, "'messages' is required")
+        if body.get("stream"):
+            return _error(400, "streaming is not supported by the development model server")
+        model = str(body.get("model") or DEFAULT_MODEL)
+        scripts.requests[model].append(body)
+        number = next(counter)
+        step: Step | None = scripts.next_step(model)
+        delay = latency_seconds + (step.delay_seconds if step else 0.0)
+        if delay:
+            await asyncio.sleep(delay)
+        if step is not None and step.status != 200:
+            return _error(step.status, step.error_message, step.headers)
+        if step is not None and (step.content is not None or step.tool_calls):
+            message: dict[str, Any] = {
+                "content": step.content,
+                "tool_calls": [c.model_dump() for c in step.tool_calls or []],
+            }
+        else:
+            message = reply(body)
+        log.info("reply %d for model %s %s", number, model, MARK)
+        return JSONResponse(
+            _completion(model, number, message, count_tokens(body["messages"])),
+            headers=step.headers if step else None,
+        )
+
+    @app.post("/_control/scripts/{model}", status_code=204)
+    async def add_script(model: str, script: Script) -> None:
+        scripts.add(model, script)
+
+    @app.delete("/_control/scripts/{model}", status_code=204)
+    async def clear_script(model: str) -> None:
+        scripts.clear(model)
+
+    @app.get("/_control/requests/{model}")
+    async def recorded(model: str) -> dict[str, Any]:
+        return {"model": model, "requests": list(scripts.requests.get(model, []))}
+
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="taskyard-devllm",
+        description="Deterministic OpenAI-compatible development model server. NOT a real LLM: "
+        "for offline runs and tests only.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8100)
+    parser.add_argument("--latency-seconds", type=float, default=0.0, help="added to every reply")
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s devllm: %(message)s")
+    log.warning("this is the taskyard development model server: replies are deterministic, not a real LLM")
+    uvicorn.run(
+        create_app(args.latency_seconds),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        backlog=4096,
+    )
+
+
+if __name__ == "__main__":
+    main()

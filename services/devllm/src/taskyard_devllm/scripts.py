@@ -1,0 +1,67 @@
+"""Scripted behaviour per model name, set by tests over HTTP: replies, latency, errors, 429s.
+
+Each test uses its own model name, so tests sharing one server never consume each other's steps.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_RECORDED = 1000
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class Step(BaseModel):
+    """One scripted answer. ``status`` other than 200 answers an OpenAI-style error body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: int = Field(default=200, ge=200, le=599)
+    delay_seconds: float = Field(default=0.0, ge=0, le=600)
+    headers: dict[str, str] = Field(default_factory=dict)
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    error_message: str = "scripted error"
+
+
+class Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[Step]
+    # When true, the last step repeats forever instead of falling back to the default replies.
+    repeat_last: bool = False
+
+
+class Scripts:
+    def __init__(self) -> None:
+        self._steps: dict[str, deque[Step]] = defaultdict(deque)
+        self._repeat: dict[str, Step] = {}
+        self.requests: dict[str, deque[dict[str, Any]]] = defaultdict(lambda: deque(maxlen=MAX_RECORDED))
+
+    def add(self, model: str, script: Script) -> None:
+        self._steps[model].extend(script.steps)
+        if script.repeat_last and script.steps:
+            self._repeat[model] = script.steps[-1]
+
+    def clear(self, model: str) -> None:
+        self._steps.pop(model, None)
+        self._repeat.pop(model, None)
+        self.requests.pop(model, None)
+
+    def next_step(self, model: str) -> Step | None:
+        queue = self._steps.get(model)
+        if queue:
+            step = queue.popleft()
+            if not queue and model not in self._repeat:
+                del self._steps[model]
+            return step
+        return self._repeat.get(model)

@@ -1,0 +1,79 @@
+"""The development model server, driven through the real openai client over HTTP."""
+
+import openai
+import pytest
+
+from taskyard_devllm.replies import MARK
+
+ROUTE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "route_task",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "specialist": {"type": "string", "enum": ["summarizer", "support-analyst", "general"]},
+                "reason": {"type": "string"},
+                "confidence": {"type": "number"},
+            },
+            "required": ["specialist", "reason", "confidence"],
+        },
+    },
+}
+
+
+@pytest.fixture
+async def client(devllm):
+    async with openai.AsyncOpenAI(base_url=devllm.base_url, api_key="unused", max_retries=0) as llm:
+        yield llm
+
+
+async def test_forced_tool_call_picks_enum_by_overlap(client, devllm):
+    model = devllm.new_model()
+    response = await client.chat.completions.create(
+        model=model,
+        messages=[
+            {"role": "system", "content": "- summarizer: summarizes documents\n- support-analyst: refund tickets"},
+            {"role": "user", "content": "Please handle this refund ticket"},
+        ],
+        tools=[ROUTE_TOOL],
+        tool_choice={"type": "function", "function": {"name": "route_task"}},
+    )
+    call = response.choices[0].message.tool_calls[0]
+    assert call.function.name == "route_task"
+    assert '"support-analyst"' in call.function.arguments
+    assert MARK in call.function.arguments
+    assert response.usage.total_tokens > 0
+    assert len(await devllm.requests(model)) == 1
+
+
+async def test_scripted_errors_then_default(client, devllm):
+    model = devllm.new_model()
+    await devllm.script(model, [{"status": 429, "headers": {"Retry-After": "3"}}, {"status": 500}])
+    with pytest.raises(openai.RateLimitError) as rate_limited:
+        await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    assert rate_limited.value.response.headers["retry-after"] == "3"
+    with pytest.raises(openai.InternalServerError):
+        await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    response = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    assert response.choices[0].message.content.startswith(MARK)
+
+
+async def test_calculator_round_trip(client, devllm):
+    model = devllm.new_model()
+    tools = [{"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}]
+    first = await client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "What is 12 * (3 + 4)?"}], tools=tools
+    )
+    call = first.choices[0].message.tool_calls[0]
+    assert call.function.name == "calculator"
+    second = await client.chat.completions.create(
+        model=model,
+        messages=[
+            {"role": "user", "content": "What is 12 * (3 + 4)?"},
+            {"role": "assistant", "tool_calls": [call.model_dump()]},
+            {"role": "tool", "tool_call_id": call.id, "content": "84"},
+        ],
+        tools=tools,
+    )
+    assert "84" in second.choices[0].message.content
