@@ -40,7 +40,9 @@ def amqp_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
-    with service_url(("DATABASE_URL", "TASKYARD_DB_URL"), "PostgreSQL (DATABASE_URL)", postgres_container) as url:
+    with service_url(
+        ("DATABASE_URL", "TASKYARD_DB_URL"), "PostgreSQL (DATABASE_URL)", postgres_container
+    ) as url:
         yield url
 
 

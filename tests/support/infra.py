@@ -31,7 +31,9 @@ def _unavailable(what: str) -> None:
 
 
 @contextmanager
-def service_url(env_names: tuple[str, ...], what: str, container: Callable[[], Iterator[str]]) -> Iterator[str]:
+def service_url(
+    env_names: tuple[str, ...], what: str, container: Callable[[], Iterator[str]]
+) -> Iterator[str]:
     for name in env_names:
         if os.environ.get(name):
             yield os.environ[name]

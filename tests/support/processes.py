@@ -51,7 +51,9 @@ class Service:
         return self.proc.returncode
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float = 30, what: str = "condition") -> None:
+async def eventually(
+    check: Callable[[], Awaitable[bool]], *, timeout: float = 30, what: str = "condition"
+) -> None:
     """Wait for a condition by polling it; fails with ``what`` when it never holds (no fixed sleeps)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

@@ -33,7 +33,10 @@ async def test_forced_tool_call_picks_enum_by_overlap(client, devllm):
     response = await client.chat.completions.create(
         model=model,
         messages=[
-            {"role": "system", "content": "- summarizer: summarizes documents\n- support-analyst: refund tickets"},
+            {
+                "role": "system",
+                "content": "- summarizer: summarizes documents\n- support-analyst: refund tickets",
+            },
             {"role": "user", "content": "Please handle this refund ticket"},
         ],
         tools=[ROUTE_TOOL],

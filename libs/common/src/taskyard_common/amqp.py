@@ -17,6 +17,7 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
+from taskyard_common import metrics
 from taskyard_common.errors import (
     BrokerUnavailable,
     PermanentError,
@@ -41,7 +42,7 @@ async def connect(settings: AmqpSettings, name: str) -> AbstractRobustConnection
             client_properties={"connection_name": name},
             timeout=settings.connect_timeout_seconds,
         )
-    except (OSError, asyncio.TimeoutError, aiormq.exceptions.AMQPError) as exc:
+    except (TimeoutError, OSError, aiormq.exceptions.AMQPError) as exc:
         # The URL holds credentials: never echo it.
         raise BrokerUnavailable(f"cannot connect to RabbitMQ: {type(exc).__name__}") from exc
 
@@ -135,6 +136,7 @@ async def consume(
             await handler(decoded, message)
         except PermanentError as exc:
             log.warning("dead-lettering message %s: %s", message.message_id, exc)
+            metrics.MESSAGES_DEAD_LETTERED.labels(queue.name).inc()
             await _settle(message, ack=False)
         except asyncio.CancelledError:
             # Shutdown while in flight: hand the message back for another consumer.
@@ -143,7 +145,10 @@ async def consume(
         except Exception as exc:
             # Unexpected errors keep their traceback in the log; expected transient ones stay one line.
             log.warning(
-                "requeueing message %s after %s: %s", message.message_id, type(exc).__name__, exc,
+                "requeueing message %s after %s: %s",
+                message.message_id,
+                type(exc).__name__,
+                exc,
                 exc_info=not isinstance(exc, TransientError),
             )
             await _settle(message, ack=False, requeue=True)

@@ -75,8 +75,10 @@ class HealthServer:
                 ready = await self._ready()
             except Exception:
                 ready = False
-            return ("200 OK", "text/plain", b"ready\n") if ready else (
-                "503 Service Unavailable", "text/plain", b"not ready\n"
+            return (
+                ("200 OK", "text/plain", b"ready\n")
+                if ready
+                else ("503 Service Unavailable", "text/plain", b"not ready\n")
             )
         if path == "/metrics":
             return "200 OK", CONTENT_TYPE_LATEST, generate_latest()

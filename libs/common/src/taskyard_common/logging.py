@@ -33,12 +33,10 @@ def configure_logging(settings: LogSettings, service: str) -> None:
     if settings.json_format:
         handler.setFormatter(_JsonFormatter(service))
     else:
-        handler.setFormatter(
-            logging.Formatter(f"%(asctime)s %(levelname)s {service} %(name)s: %(message)s")
-        )
+        handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s {service} %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.level.upper())
     # Per-request noise from the libraries; their warnings still show.
-    for noisy in ("aiormq", "aio_pika", "httpx", "openai", "uvicorn.access"):
+    for noisy in ("aiormq", "aio_pika", "httpx", "httpx2", "openai", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -24,7 +24,9 @@ HTTP_DURATION = Histogram(
 )
 TASKS_SUBMITTED = Counter("taskyard_tasks_submitted_total", "Tasks accepted (202) by the API")
 SUBMIT_REJECTED = Counter(
-    "taskyard_submit_rejected_total", "Submissions refused because the broker was unavailable or full", ["reason"]
+    "taskyard_submit_rejected_total",
+    "Submissions refused because the broker was unavailable or full",
+    ["reason"],
 )
 ROUTING_DECISIONS = Counter(
     "taskyard_routing_decisions_total", "Routing decisions of the broker agent", ["method", "specialist"]
@@ -33,7 +35,9 @@ ROUTING_FALLBACKS = Counter(
     "taskyard_routing_fallbacks_total", "LLM routing attempts that fell back to the rules router", ["reason"]
 )
 TASKS_FINISHED = Counter(
-    "taskyard_tasks_finished_total", "Tasks that reached a terminal state in a worker", ["specialist", "status"]
+    "taskyard_tasks_finished_total",
+    "Tasks that reached a terminal state in a worker",
+    ["specialist", "status"],
 )
 TASK_DURATION = Histogram(
     "taskyard_task_duration_seconds", "Run time of one task attempt", ["specialist"], buckets=_TASK_BUCKETS

@@ -13,6 +13,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 def _config(prefix: str) -> SettingsConfigDict:
+    # populate_by_name lets code pass fields by name (``AmqpSettings(url=...)``). A validation alias is also
+    # an environment variable name, so never list a bare field name there: ``URL`` or ``API_KEY`` set for
+    # another program would silently configure taskyard.
     return SettingsConfigDict(env_prefix=prefix, extra="ignore", populate_by_name=True)
 
 
@@ -24,7 +27,7 @@ class AmqpSettings(BaseSettings):
     # No credentials in the default: aio-pika falls back to the broker's own local-only guest account.
     url: SecretStr = Field(
         default=SecretStr("amqp://127.0.0.1:5672/"),
-        validation_alias=AliasChoices("TASKYARD_AMQP_URL", "AMQP_URL", "url"),
+        validation_alias=AliasChoices("TASKYARD_AMQP_URL", "AMQP_URL"),
     )
     prefix: str = Field(default="taskyard", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")
     delivery_limit: int = Field(default=5, ge=1, le=1000)
@@ -42,13 +45,13 @@ class DbSettings(BaseSettings):
 
     url: SecretStr = Field(
         default=SecretStr("postgresql://127.0.0.1:5432/taskyard"),
-        validation_alias=AliasChoices("TASKYARD_DB_URL", "DATABASE_URL", "url"),
+        validation_alias=AliasChoices("TASKYARD_DB_URL", "DATABASE_URL"),
     )
     # Every table lives in this schema, so tests (and several installs) can share one database.
     db_schema: str = Field(
         default="taskyard",
         pattern=r"^[a-z_][a-z0-9_]{0,62}$",
-        validation_alias=AliasChoices("TASKYARD_DB_SCHEMA", "db_schema"),
+        validation_alias=AliasChoices("TASKYARD_DB_SCHEMA"),
     )
     pool_min_size: int = Field(default=1, ge=0)
     pool_max_size: int = Field(default=10, ge=1)
@@ -61,10 +64,10 @@ class LlmSettings(BaseSettings):
     model_config = _config("TASKYARD_LLM_")
 
     base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("TASKYARD_LLM_BASE_URL", "OPENAI_BASE_URL", "base_url")
+        default=None, validation_alias=AliasChoices("TASKYARD_LLM_BASE_URL", "OPENAI_BASE_URL")
     )
     api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("TASKYARD_LLM_API_KEY", "OPENAI_API_KEY", "api_key")
+        default=None, validation_alias=AliasChoices("TASKYARD_LLM_API_KEY", "OPENAI_API_KEY")
     )
     model: str = "gpt-4o-mini"
     timeout_seconds: float = Field(default=60.0, gt=0)
@@ -99,4 +102,4 @@ class LogSettings(BaseSettings):
     model_config = _config("TASKYARD_LOG_")
 
     level: str = "INFO"
-    json_format: bool = Field(default=False, validation_alias=AliasChoices("TASKYARD_LOG_JSON", "json_format"))
+    json_format: bool = Field(default=False, validation_alias=AliasChoices("TASKYARD_LOG_JSON"))

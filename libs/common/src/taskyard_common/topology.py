@@ -112,7 +112,7 @@ async def declare(
             queue = await channel.declare_queue(topology.specialist_queue(name), durable=True, arguments=args)
             await queue.bind(tasks_x, routing_key=name)
             queues[queue.name] = queue
-    except aiormq.exceptions.PreconditionFailed as exc:
+    except aiormq.exceptions.ChannelPreconditionFailed as exc:
         raise TopologyMismatch(
             f"{exc}: a queue already exists with other arguments. Queue arguments cannot change after "
             "declaration: delete the queue (after draining it) or keep the previous settings."

@@ -23,9 +23,13 @@ DEFAULT_MODEL = "taskyard-dev"
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
+    kind = (
+        "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
+    )
     return JSONResponse(
-        {"error": {"message": message, "type": kind, "code": str(status)}}, status_code=status, headers=headers
+        {"error": {"message": message, "type": kind, "code": str(status)}},
+        status_code=status,
+        headers=headers,
     )
 
 
@@ -77,7 +81,10 @@ def create_app(latency_seconds: float = 0.0) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model", "owned_by": "taskyard-dev"}]}
+        return {
+            "object": "list",
+            "data": [{"id": DEFAULT_MODEL, "object": "model", "owned_by": "taskyard-dev"}],
+        }
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> JSONResponse:

@@ -116,7 +116,9 @@ def reply(request: dict[str, Any]) -> dict[str, Any]:
     if choice != "none" and _tool_named(tools, "calculator") is not None:
         match = _ARITHMETIC.search(_last_user_text(messages))
         if match:
-            return {"tool_calls": [{"name": "calculator", "arguments": {"expression": match.group(0).strip()}}]}
+            return {
+                "tool_calls": [{"name": "calculator", "arguments": {"expression": match.group(0).strip()}}]
+            }
 
     request_text = " ".join(_last_user_text(messages).split())
     instructions = next((_text(m) for m in messages if m.get("role") == "system"), "")
@@ -125,6 +127,6 @@ def reply(request: dict[str, Any]) -> dict[str, Any]:
         "content": (
             f"{MARK}\n"
             f"Role: {' '.join(instructions.split()[:12])}...\n"
-            f"The request has {len(request_text.split())} words. It begins: \"{first_sentence}\""
+            f'The request has {len(request_text.split())} words. It begins: "{first_sentence}"'
         )
     }

@@ -95,7 +95,8 @@ class PostgresTaskStore:
 
     async def mark_published(self, task_id: UUID) -> None:
         await self._fetchrow(
-            "UPDATE tasks SET published_at = clock_timestamp() WHERE id = $1 AND published_at IS NULL", task_id
+            "UPDATE tasks SET published_at = clock_timestamp() WHERE id = $1 AND published_at IS NULL",
+            task_id,
         )
 
     async def discard_unpublished(self, task_id: UUID) -> bool:
@@ -134,7 +135,8 @@ class PostgresTaskStore:
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         args.append(limit)
         rows = await self._fetch(
-            f"SELECT {_COLUMNS} FROM tasks {where} ORDER BY created_at DESC, id DESC LIMIT ${len(args)}", *args
+            f"SELECT {_COLUMNS} FROM tasks {where} ORDER BY created_at DESC, id DESC LIMIT ${len(args)}",
+            *args,
         )
         return [_record(r) for r in rows]
 
@@ -163,7 +165,9 @@ class PostgresTaskStore:
 
     async def fail(self, task_id: UUID, error: dict[str, Any], usage: Usage) -> bool:
         # Any non-terminal task can fail: the broker agent fails tasks it cannot route before they run.
-        return await self._finish(task_id, "failed", "error", error, usage, "('pending', 'queued', 'running')")
+        return await self._finish(
+            task_id, "failed", "error", error, usage, "('pending', 'queued', 'running')"
+        )
 
     async def _finish(
         self, task_id: UUID, status: str, column: str, value: dict[str, Any], usage: Usage, from_statuses: str

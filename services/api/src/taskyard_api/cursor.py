@@ -1,0 +1,40 @@
+"""Opaque page cursors: the ``(created_at, id)`` of the last task on a page, url-safe base64 encoded.
+
+Keyset pagination on that pair stays stable while tasks are being added, which offsets would not.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+from uuid import UUID
+
+from taskyard_common.store.base import Cursor
+
+_MAX_LENGTH = 200
+
+
+class InvalidCursor(ValueError):
+    """Not a cursor this API issued."""
+
+
+def encode_cursor(created_at: datetime, task_id: UUID) -> str:
+    raw = f"{created_at.isoformat()}|{task_id}".encode("ascii")
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str) -> Cursor:
+    try:
+        if len(cursor) > _MAX_LENGTH:
+            raise ValueError("too long")
+        padded = cursor.encode("ascii") + b"=" * (-len(cursor) % 4)
+        text = base64.b64decode(padded, altchars=b"-_", validate=True).decode("ascii")
+        stamp, separator, ident = text.partition("|")
+        created_at = datetime.fromisoformat(stamp)
+        if not separator or created_at.tzinfo is None:
+            raise ValueError("not a cursor")
+        return created_at, UUID(ident)
+    except (ValueError, binascii.Error) as exc:
+        # UnicodeError is a ValueError; the reason stays internal, a client only needs "not valid".
+        raise InvalidCursor("malformed cursor") from exc

@@ -1,0 +1,79 @@
+"""Everything the API holds open, created once at start and closed in ``finally``."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+
+from taskyard_api.broker import BrokerLink
+from taskyard_api.settings import ServiceSettings
+from taskyard_api.sweeper import Sweeper
+from taskyard_common.catalog import Catalog, CatalogError, load_catalog
+from taskyard_common.metrics import SUBMIT_REJECTED
+from taskyard_common.store import PostgresTaskStore, TaskStore
+from taskyard_common.store.postgres import StoreUnavailable
+from taskyard_common.topology import Topology
+
+log = logging.getLogger(__name__)
+
+# Why a submission was refused: the bounded label set of ``taskyard_submit_rejected_total``.
+REJECT_REASONS = ("broker_unavailable", "queue_full", "unroutable", "database_unavailable")
+
+
+@dataclass(frozen=True)
+class Resources:
+    settings: ServiceSettings
+    catalog: Catalog
+    topology: Topology
+    store: TaskStore
+    broker: BrokerLink
+
+
+def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # A broken catalog or an unreachable database stops the start (the orchestrator retries);
+        # an unreachable broker does not: the API serves reads and answers 503 to submissions meanwhile.
+        topology = Topology(settings.amqp.prefix)
+        for reason in REJECT_REASONS:
+            SUBMIT_REJECTED.labels(reason)
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                catalog = load_catalog(settings.catalog.path)
+                store = await PostgresTaskStore.open(settings.db)
+            except (CatalogError, StoreUnavailable) as exc:
+                # One readable line before the server's traceback; neither message holds a URL or secret.
+                log.error("cannot start: %s", exc)
+                raise
+            stack.push_async_callback(store.close)
+            broker = BrokerLink(
+                settings.amqp,
+                topology,
+                catalog.names,
+                retry_max_seconds=settings.api.broker_retry_max_seconds,
+            )
+            stack.push_async_callback(broker.close)
+            broker.start()
+            sweeper = Sweeper(
+                store,
+                broker,
+                topology,
+                interval_seconds=settings.api.sweeper_interval_seconds,
+                grace_seconds=settings.api.sweeper_grace_seconds,
+            )
+            # Closed first (callbacks run in reverse): it uses the broker and the store.
+            stack.push_async_callback(sweeper.close)
+            sweeper.start()
+            app.state.resources = Resources(settings, catalog, topology, store, broker)
+            log.info("taskyard-api started with %d specialists", len(catalog.names))
+            try:
+                yield
+            finally:
+                del app.state.resources
+
+    return lifespan

@@ -1,0 +1,102 @@
+"""The API's entry point: ``create_app`` builds the application, ``main`` serves it with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+import uvicorn
+from fastapi import FastAPI
+from pydantic import ValidationError
+
+from taskyard_api.body_limit import BodyLimitMiddleware
+from taskyard_api.handlers import InternalErrorMiddleware, install_exception_handlers
+from taskyard_api.http_metrics import HttpMetricsMiddleware
+from taskyard_api.lifespan import make_lifespan
+from taskyard_api.openapi import install_openapi
+from taskyard_api.problems import problem_responses
+from taskyard_api.routes import health, specialists, tasks
+from taskyard_api.settings import ServiceSettings, get_settings
+from taskyard_common.logging import configure_logging
+
+SERVICE = "taskyard-api"
+
+DESCRIPTION = """\
+Submit long-running AI agent tasks and follow them to their result.
+
+A task is accepted with **202** once it is stored and queued; poll `GET /v1/tasks/{task_id}` until its status
+is `completed` or `failed`. Every error is an RFC 9457 problem document (`application/problem+json`).
+A **503** on submission means the task was *not* stored: retry after `Retry-After` seconds.
+"""
+
+
+def _version() -> str:
+    try:
+        return version("taskyard-api")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def create_app(settings: ServiceSettings) -> FastAPI:
+    app = FastAPI(
+        title="taskyard",
+        version=_version(),
+        description=DESCRIPTION,
+        lifespan=make_lifespan(settings),
+        # Any route can fail unexpectedly; the answer is then a 500 problem with a request id.
+        responses=problem_responses(500),
+        redoc_url=None,
+    )
+    install_exception_handlers(app, settings.retry_after_seconds)
+    app.include_router(tasks.router)
+    app.include_router(specialists.router)
+    app.include_router(health.router)
+    # Added innermost first: metrics see every answer, including 413s and last-resort 500s.
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes)
+    app.add_middleware(InternalErrorMiddleware)
+    app.add_middleware(HttpMetricsMiddleware)
+    install_openapi(app)
+    return app
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {port}")
+    return port
+
+
+def _describe(exc: ValidationError) -> str:
+    # Names and reasons only: the offending values may be credentials.
+    return "\n".join(f"  {'.'.join(map(str, e['loc'])) or '<settings>'}: {e['msg']}" for e in exc.errors())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog=SERVICE,
+        description="Serve taskyard's REST API: submit tasks, read their status and results.",
+        epilog="Configured by TASKYARD_API_*, TASKYARD_AMQP_*, TASKYARD_DB_*, TASKYARD_CATALOG_PATH and "
+        "TASKYARD_LOG_* environment variables (see docs/api.md). Run taskyard-migrate first.",
+    )
+    parser.add_argument("--host", help="address to listen on (default: TASKYARD_API_HOST, 127.0.0.1)")
+    parser.add_argument("--port", type=_port, help="port to listen on (default: TASKYARD_API_PORT, 8000)")
+    args = parser.parse_args(argv)
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        print(f"{SERVICE}: invalid configuration:\n{_describe(exc)}", file=sys.stderr)
+        sys.exit(2)
+    overrides = {key: value for key, value in (("host", args.host), ("port", args.port)) if value is not None}
+    if overrides:
+        settings = settings.model_copy(update={"api": settings.api.model_copy(update=overrides)})
+    configure_logging(settings.log, SERVICE)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.api.host,
+        port=settings.api.port,
+        log_config=None,  # keep configure_logging's handlers
+        server_header=False,
+        lifespan="on",
+    )

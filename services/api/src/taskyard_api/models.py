@@ -1,0 +1,168 @@
+"""The JSON documents of the task endpoints: what a client sends, and what it gets back."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from taskyard_common.messages import RoutingMethod, TaskInput, TaskStatus, Usage
+from taskyard_common.store.base import TaskRecord
+
+# Beyond this, serialisers (pydantic's, PostgreSQL's) refuse or recurse too deep: refuse it up front as 422
+# instead of failing later as a 500.
+MAX_INPUT_DEPTH = 32
+MAX_METADATA_ENTRIES = 64
+
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
+
+
+def _check_text(text: str) -> None:
+    # PostgreSQL's jsonb cannot store NUL characters, and lone surrogates are not encodable as UTF-8.
+    if "\x00" in text:
+        raise ValueError("text must not contain NUL (\\u0000) characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
+
+
+def check_json_value(value: Any, depth: int = 0) -> None:
+    """Refuse what the task store or the message encoder could not take, so it is a 422, never a 500."""
+    if depth > MAX_INPUT_DEPTH:
+        raise ValueError(f"input is nested deeper than {MAX_INPUT_DEPTH} levels")
+    if isinstance(value, str):
+        _check_text(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key)
+            check_json_value(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            check_json_value(item, depth + 1)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite (no NaN or Infinity)")
+
+
+class TaskSubmission(BaseModel):
+    """``POST /v1/tasks``: the work to do, optionally for a named specialist."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"input": "Summarize: the meeting moved the launch to May.", "metadata": {"team": "ops"}},
+                {"input": {"ticket": 4211, "text": "I was charged twice"}, "specialist": "support-analyst"},
+            ]
+        },
+    )
+
+    input: TaskInput = Field(description="The task: non-empty text, or a non-empty JSON object")
+    specialist: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        description="Run on this specialist (see GET /v1/specialists) instead of letting the router choose",
+    )
+    metadata: dict[MetadataKey, MetadataValue] = Field(
+        default_factory=dict,
+        max_length=MAX_METADATA_ENTRIES,
+        description="Free-form string labels, returned with the task",
+    )
+
+    @field_validator("input")
+    @classmethod
+    def _input_is_usable(cls, value: TaskInput) -> TaskInput:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("input must not be empty")
+        if isinstance(value, dict) and not value:
+            raise ValueError("input must not be an empty object")
+        check_json_value(value)
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_is_storable(cls, value: dict[str, str]) -> dict[str, str]:
+        check_json_value(value)
+        return value
+
+
+class RoutingInfo(BaseModel):
+    """How the broker agent chose the specialist."""
+
+    method: RoutingMethod
+    reason: str
+    confidence: float
+
+
+class TaskLinks(BaseModel):
+    self_: str = Field(alias="self", description="This task")
+    result: str = Field(description="The task's result (409 until it completes)")
+
+
+def task_path(task_id: UUID) -> str:
+    # Relative links: correct behind any proxy or ingress without knowing the public host.
+    return f"/v1/tasks/{task_id}"
+
+
+class TaskDocument(BaseModel):
+    """A task as clients see it."""
+
+    id: UUID
+    status: TaskStatus
+    specialist: str | None = Field(description="The specialist it was routed to; null until routed")
+    requested_specialist: str | None = Field(description="The specialist the client asked for, if any")
+    routing: RoutingInfo | None
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: dict[str, Any] | None = Field(description="Set when completed")
+    error: dict[str, Any] | None = Field(description="Set when failed")
+    usage: Usage
+    input: TaskInput
+    metadata: dict[str, str]
+    links: TaskLinks
+
+    @classmethod
+    def from_record(cls, record: TaskRecord) -> TaskDocument:
+        routing = record.routing
+        path = task_path(record.id)
+        return cls(
+            id=record.id,
+            status=record.status,
+            specialist=record.specialist,
+            requested_specialist=record.requested_specialist,
+            routing=RoutingInfo(method=routing.method, reason=routing.reason, confidence=routing.confidence)
+            if routing
+            else None,
+            attempts=record.attempts,
+            created_at=record.created_at,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            result=record.result,
+            error=record.error,
+            usage=record.usage,
+            input=record.input,
+            metadata=record.metadata,
+            links=TaskLinks.model_validate({"self": path, "result": f"{path}/result"}),
+        )
+
+
+class TaskResult(BaseModel):
+    """A completed task's result."""
+
+    task_id: UUID
+    result: dict[str, Any]
+    usage: Usage
+
+
+class TaskPage(BaseModel):
+    """One page of tasks, newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    items: list[TaskDocument]
+    next_cursor: str | None

@@ -1,0 +1,42 @@
+"""Make the OpenAPI document say what the API really answers for errors.
+
+FastAPI files every documented response model under ``application/json`` and adds its own 422 schema to any
+route with parameters; this API answers every error as ``application/problem+json`` with ``Problem``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from taskyard_api.problems import PROBLEM_MEDIA_TYPE
+
+_REF_PREFIX = "#/components/schemas/"
+_FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def _file_problems(schema: dict[str, Any]) -> None:
+    problem_ref = {"$ref": _REF_PREFIX + "Problem"}
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            for code, response in operation.get("responses", {}).items():
+                if not code.startswith(("4", "5")):
+                    continue
+                # Whatever FastAPI put there (its own validation schema included), errors are Problems.
+                response["content"] = {PROBLEM_MEDIA_TYPE: {"schema": dict(problem_ref)}}
+    schemas = schema.get("components", {}).get("schemas", {})
+    for name in _FASTAPI_VALIDATION_SCHEMAS:
+        schemas.pop(name, None)
+
+
+def install_openapi(app: FastAPI) -> None:
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            _file_problems(generate())
+        assert app.openapi_schema is not None
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

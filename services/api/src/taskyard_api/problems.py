@@ -1,0 +1,138 @@
+"""RFC 9457 problem details: the one shape of every error the API answers (``application/problem+json``).
+
+Each kind of problem has a stable type URI and a fixed title, so clients can branch on ``type`` and show
+``title``; ``detail`` explains this occurrence. Extension members carry what a client needs to act: the
+validation ``errors``, a task's ``task_status``, the ``known_specialists``, the ``unavailable`` dependencies,
+or the ``request_id`` to quote for an internal error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from taskyard_common.messages import TaskStatus
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+PROBLEM_BASE_URI = "https://taskyard.dev/problems/"
+
+
+class FieldError(BaseModel):
+    """One invalid part of a request: where (``loc``), what rule (``type``), and a readable ``msg``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(default="about:blank", description="URI identifying the kind of problem")
+    title: str = Field(description="Short summary of the kind of problem; the same for every occurrence")
+    status: int = Field(ge=400, le=599, description="The HTTP status code")
+    detail: str | None = Field(default=None, description="Explanation of this occurrence")
+    instance: str | None = Field(default=None, description="The request path of this occurrence")
+    errors: list[FieldError] | None = Field(default=None, description="Validation errors (422)")
+    task_status: TaskStatus | None = Field(default=None, description="The task's current status (409)")
+    known_specialists: list[str] | None = Field(default=None, description="Valid specialist names")
+    unavailable: list[str] | None = Field(default=None, description="Dependencies that are down (503)")
+    request_id: str | None = Field(default=None, description="Quote it when reporting an internal error")
+
+
+@dataclass(frozen=True)
+class ProblemKind:
+    slug: str
+    title: str
+    status: int
+
+    @property
+    def type(self) -> str:
+        return PROBLEM_BASE_URI + self.slug
+
+    def __call__(
+        self, detail: str | None = None, *, instance: str | None = None, **extensions: Any
+    ) -> Problem:
+        return Problem(
+            type=self.type,
+            title=self.title,
+            status=self.status,
+            detail=detail,
+            instance=instance,
+            **extensions,
+        )
+
+
+VALIDATION_ERROR = ProblemKind("validation-error", "The request is not valid", 422)
+UNKNOWN_SPECIALIST = ProblemKind("unknown-specialist", "Unknown specialist", 422)
+NOT_FOUND = ProblemKind("not-found", "Not found", 404)
+TASK_NOT_COMPLETED = ProblemKind("task-not-completed", "Task not completed", 409)
+PAYLOAD_TOO_LARGE = ProblemKind("payload-too-large", "Request body too large", 413)
+UNSUPPORTED_MEDIA_TYPE = ProblemKind("unsupported-media-type", "Unsupported media type", 415)
+BROKER_UNAVAILABLE = ProblemKind("broker-unavailable", "Message broker unavailable", 503)
+QUEUE_FULL = ProblemKind("queue-full", "Task queue full", 503)
+DATABASE_UNAVAILABLE = ProblemKind("database-unavailable", "Database unavailable", 503)
+NOT_READY = ProblemKind("not-ready", "Service not ready", 503)
+INTERNAL_ERROR = ProblemKind("internal-error", "Internal server error", 500)
+
+
+def generic_problem(status: int, detail: str | None = None, *, instance: str | None = None) -> Problem:
+    """A status with no taskyard-specific meaning: ``about:blank`` and the status phrase (RFC 9457 §4.2.1)."""
+    try:
+        title = HTTPStatus(status).phrase
+    except ValueError:
+        title = "Error"
+    return Problem(title=title, status=status, detail=detail, instance=instance)
+
+
+class ProblemException(Exception):
+    """Raised by handlers and dependencies to answer with ``problem``; the exception handler renders it."""
+
+    def __init__(self, problem: Problem, headers: dict[str, str] | None = None) -> None:
+        super().__init__(problem.detail or problem.title)
+        self.problem = problem
+        self.headers = headers
+
+
+def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        problem.model_dump(mode="json", exclude_none=True),
+        status_code=problem.status,
+        headers=headers,
+        media_type=PROBLEM_MEDIA_TYPE,
+    )
+
+
+_DESCRIPTIONS = {
+    400: "The request could not be read",
+    404: "Not found (an unknown or malformed task id)",
+    409: "The task has not completed yet (see task_status)",
+    413: "The request body exceeds the size limit",
+    415: "The request body is not JSON",
+    422: "The request is not valid (see errors)",
+    500: "Internal error; the details are logged under request_id",
+    503: "A dependency is unavailable; retry after Retry-After seconds",
+}
+
+
+_RETRY_AFTER = {
+    "Retry-After": {"description": "Seconds to wait before retrying", "schema": {"type": "integer"}}
+}
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` entries for error statuses; ``openapi.py`` files them under problem+json."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        responses[status] = {"model": Problem, "description": _DESCRIPTIONS[status]}
+        if status == 503:
+            responses[status]["headers"] = _RETRY_AFTER
+    return responses

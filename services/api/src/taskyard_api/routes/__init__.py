@@ -1,0 +1,1 @@
+"""One router per file; ``main.create_app`` includes them all."""

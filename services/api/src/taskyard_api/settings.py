@@ -1,0 +1,81 @@
+"""The API's settings: its own ``TASKYARD_API_*`` class, composed with the shared ones.
+
+Nothing here reads the environment at import time; ``get_settings()`` builds everything once, at start.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from taskyard_common.settings import AmqpSettings, CatalogSettings, DbSettings, LogSettings
+
+# The hard upper bound of a page, also published in the OpenAPI document (``limit <= 200``).
+PAGE_SIZE_CEILING = 200
+
+
+class ApiSettings(BaseSettings):
+    """HTTP server and API tunables (``TASKYARD_API_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="TASKYARD_API_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    # Request bodies above this are refused with 413 before they reach a handler.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1)
+    # How often the sweeper looks for tasks committed but never announced, and how old they must be.
+    sweeper_interval_seconds: float = Field(default=10.0, gt=0)
+    sweeper_grace_seconds: float = Field(default=30.0, gt=0)
+    default_page_size: int = Field(default=50, ge=1, le=PAGE_SIZE_CEILING)
+    max_page_size: int = Field(default=PAGE_SIZE_CEILING, ge=1, le=PAGE_SIZE_CEILING)
+    # Cap of the exponential backoff between broker connection attempts before the first success
+    # (afterwards aio-pika's robust connection reconnects on its own).
+    broker_retry_max_seconds: float = Field(default=30.0, gt=0)
+    # /readyz must answer quickly even when the database hangs.
+    readiness_timeout_seconds: float = Field(default=2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _default_page_fits(self) -> ApiSettings:
+        if self.default_page_size > self.max_page_size:
+            raise ValueError("TASKYARD_API_DEFAULT_PAGE_SIZE must not exceed TASKYARD_API_MAX_PAGE_SIZE")
+        return self
+
+
+class ServiceSettings(BaseModel):
+    """Everything the API process needs, built once and passed down."""
+
+    model_config = ConfigDict(frozen=True)
+
+    amqp: AmqpSettings
+    db: DbSettings
+    catalog: CatalogSettings
+    log: LogSettings
+    api: ApiSettings
+
+    @model_validator(mode="after")
+    def _grace_outlives_a_publish(self) -> ServiceSettings:
+        # The sweeper must never republish a row whose request is still waiting for its publish confirm:
+        # that request may yet fail, discard the row and answer 503, and the task must then not run.
+        if self.api.sweeper_grace_seconds <= self.amqp.publish_timeout_seconds:
+            raise ValueError(
+                "TASKYARD_API_SWEEPER_GRACE_SECONDS must be larger than TASKYARD_AMQP_PUBLISH_TIMEOUT_SECONDS"
+            )
+        return self
+
+    @property
+    def retry_after_seconds(self) -> int:
+        return self.amqp.retry_after_seconds
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> ServiceSettings:
+    """Read the environment once (at start, never at import)."""
+    return ServiceSettings(
+        amqp=AmqpSettings(),
+        db=DbSettings(),
+        catalog=CatalogSettings(),
+        log=LogSettings(),
+        api=ApiSettings(),
+    )

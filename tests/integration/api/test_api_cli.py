@@ -1,0 +1,84 @@
+"""The console scripts users run: ``taskyard-migrate`` and ``taskyard-api``, as real subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from taskyard_common.settings import AmqpSettings, DbSettings
+from tests.support.processes import BIN, Service, free_port, wait_http_ok
+
+
+def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / argv[0]), *argv[1:]], env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_both_scripts_explain_themselves():
+    for script in ("taskyard-api", "taskyard-migrate"):
+        done = run([script, "--help"], {})
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"usage: {script}")
+
+
+async def test_migrate_applies_once_and_reports_an_unreachable_database(database_url: str, test_id: str):
+    schema = f"{test_id}_cli"
+    env = {"TASKYARD_DB_URL": database_url, "TASKYARD_DB_SCHEMA": schema}
+    try:
+        first = run(["taskyard-migrate"], env)
+        assert first.returncode == 0, first.stderr
+        assert f"applied 0001_tasks.sql to schema {schema}" in first.stdout
+        again = run(["taskyard-migrate"], env)
+        assert again.returncode == 0 and "up to date" in again.stdout
+    finally:
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+    secret = "s3cr3t-pw"
+    unreachable = run(
+        ["taskyard-migrate"],
+        {"TASKYARD_DB_URL": f"postgresql://taskyard:{secret}@127.0.0.1:{free_port()}/db"},
+    )
+    assert unreachable.returncode == 1
+    assert "cannot reach PostgreSQL" in unreachable.stderr
+    output = unreachable.stdout + unreachable.stderr
+    assert secret not in output and "Traceback" not in output and "postgresql://" not in output
+
+
+async def test_the_api_serves_from_its_console_script(
+    amqp_settings: AmqpSettings, db_settings: DbSettings, catalog_path: Path, tmp_path: Path
+):
+    port = free_port()
+    env = {
+        "TASKYARD_AMQP_URL": amqp_settings.url.get_secret_value(),
+        "TASKYARD_AMQP_PREFIX": amqp_settings.prefix,
+        "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp_settings.delivery_limit),
+        "TASKYARD_AMQP_MAX_LENGTH": str(amqp_settings.max_length),
+        "TASKYARD_DB_URL": db_settings.url.get_secret_value(),
+        "TASKYARD_DB_SCHEMA": db_settings.db_schema,
+        "TASKYARD_CATALOG_PATH": str(catalog_path),
+        "TASKYARD_API_PORT": "1",  # overridden by --port
+    }
+    service = Service("taskyard-api", ["taskyard-api", "--port", str(port)], env, tmp_path)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        await wait_http_ok(f"{base}/readyz", service)
+        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+            response = await client.post("/v1/tasks", json={"input": "from a real server"})
+            assert response.status_code == 202, response.text
+            assert "server" not in response.headers
+    finally:
+        code = service.stop()
+    # uvicorn shuts down gracefully, then re-raises SIGTERM so the exit status still says why it stopped.
+    assert code in (0, -signal.SIGTERM), service.log_tail()
+    log = service.log_tail(200)
+    assert "Application shutdown complete" in log and "Traceback" not in log

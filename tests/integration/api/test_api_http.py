@@ -1,0 +1,134 @@
+"""The HTTP surface around the task endpoints: size and media-type limits, probes, metrics, OpenAPI, 500s."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import httpx
+
+from taskyard_common.settings import DbSettings
+from tests.integration.api.conftest import PROBLEM, MakeSettings, assert_problem, serve
+
+
+async def test_oversized_and_non_json_bodies_are_refused(make_settings: MakeSettings):
+    async with serve(make_settings(max_body_bytes=1024)) as client:
+        big = {"input": "x" * 2000}
+        body = assert_problem(await client.post("/v1/tasks", json=big), 413, "payload-too-large")
+        assert "1024" in body["detail"]
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield b'{"input": "'
+            for _ in range(20):
+                yield b"y" * 100
+            yield b'"}'
+
+        chunked = await client.post(
+            "/v1/tasks", content=chunks(), headers={"content-type": "application/json"}
+        )
+        assert "content-length" not in chunked.request.headers
+        assert chunked.request.headers["transfer-encoding"] == "chunked"
+        assert_problem(chunked, 413, "payload-too-large")
+
+        assert_problem(
+            await client.post("/v1/tasks", content=b"input=hello", headers={"content-type": "text/plain"}),
+            415,
+            "unsupported-media-type",
+        )
+        assert_problem(
+            await client.post(
+                "/v1/tasks", content=b'{"input": "hi"}', headers={"content-type": "application/xml"}
+            ),
+            415,
+            "unsupported-media-type",
+        )
+        no_type = client.build_request("POST", "/v1/tasks", content=b'{"input": "hi"}')
+        no_type.headers.pop("content-type", None)
+        assert_problem(await client.send(no_type), 415, "unsupported-media-type")
+
+        # Just under the limit, and JSON with parameters or a +json suffix, are fine.
+        for content_type in ("application/json; charset=utf-8", "application/vnd.taskyard+json"):
+            small = await client.post(
+                "/v1/tasks",
+                content=b'{"input": "' + b"z" * 900 + b'"}',
+                headers={"content-type": content_type},
+            )
+            assert small.status_code == 202, small.text
+        assert len((await client.get("/v1/tasks")).json()["items"]) == 2
+        # Refused before the handler ran, yet counted under the route it was meant for.
+        metrics = (await client.get("/metrics")).text
+        assert 'taskyard_http_requests_total{method="POST",route="/v1/tasks",status="413"}' in metrics
+        assert 'taskyard_http_requests_total{method="POST",route="/v1/tasks",status="415"}' in metrics
+
+
+async def test_probes_metrics_and_unknown_routes(client: httpx.AsyncClient):
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    assert (await client.get("/readyz")).json() == {"status": "ready"}
+    assert (await client.post("/v1/tasks", json={"input": "count me"})).status_code == 202
+    await client.get(f"/v1/tasks/{'0' * 8}-0000-0000-0000-{'0' * 12}")
+
+    metrics = await client.get("/metrics")
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain")
+    text = metrics.text
+    assert "taskyard_tasks_submitted_total" in text
+    assert 'taskyard_http_requests_total{method="POST",route="/v1/tasks",status="202"}' in text
+    assert 'route="/v1/tasks/{task_id}",status="404"' in text
+    assert 'taskyard_submit_rejected_total{reason="queue_full"}' in text
+
+    body = assert_problem(await client.get("/v1/nothing/here"), 404, "not-found")
+    assert body["instance"] == "/v1/nothing/here"
+    assert 'route="unmatched",status="404"' in (await client.get("/metrics")).text
+    not_allowed = await client.delete("/v1/tasks")
+    assert_problem(not_allowed, 405)
+    assert "POST" in not_allowed.headers["allow"]
+
+
+async def test_openapi_documents_every_route_and_its_problems(client: httpx.AsyncClient):
+    document = (await client.get("/openapi.json")).json()
+    paths = document["paths"]
+    expected = {
+        ("/v1/tasks", "post"): {"202", "413", "415", "422", "500", "503"},
+        ("/v1/tasks", "get"): {"200", "422", "500", "503"},
+        ("/v1/tasks/{task_id}", "get"): {"200", "404", "500", "503"},
+        ("/v1/tasks/{task_id}/result", "get"): {"200", "404", "409", "500", "503"},
+        ("/v1/specialists", "get"): {"200", "500"},
+        ("/healthz", "get"): {"200", "500"},
+        ("/readyz", "get"): {"200", "500", "503"},
+        ("/metrics", "get"): {"200", "500"},
+    }
+    assert {(path, method) for path, item in paths.items() for method in item} == set(expected)
+    for (path, method), statuses in expected.items():
+        responses = paths[path][method]["responses"]
+        assert statuses <= set(responses), (path, method, sorted(responses))
+        for status, response in responses.items():
+            assert response["description"]
+            if status[0] in "45":
+                assert response["content"] == {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    schemas = document["components"]["schemas"]
+    assert "HTTPValidationError" not in schemas
+    assert {"type", "title", "status", "detail", "instance"} <= set(schemas["Problem"]["properties"])
+    assert "Location" in paths["/v1/tasks"]["post"]["responses"]["202"]["headers"]
+    assert "Retry-After" in paths["/v1/tasks"]["post"]["responses"]["503"]["headers"]
+
+
+async def test_specialists_come_from_the_catalog(client: httpx.AsyncClient, catalog):
+    items = (await client.get("/v1/specialists")).json()["items"]
+    assert [item["name"] for item in items] == catalog.names
+    summarizer = next(item for item in items if item["name"] == "summarizer")
+    assert summarizer["max_steps"] == 2 and "summarize" in summarizer["keywords"]
+    assert "instructions" not in summarizer
+
+
+async def test_internal_errors_answer_a_bare_500_problem(client: httpx.AsyncClient, db_settings: DbSettings):
+    # A real failure the API does not expect: its table vanished under it.
+    conn = await asyncpg.connect(db_settings.url.get_secret_value())
+    try:
+        await conn.execute(f'DROP TABLE "{db_settings.db_schema}".tasks')
+    finally:
+        await conn.close()
+    for response in (await client.get("/v1/tasks"), await client.post("/v1/tasks", json={"input": "hi"})):
+        body = assert_problem(response, 500, "internal-error")
+        assert body["request_id"] == response.headers["x-request-id"]
+        assert set(body) == {"type", "title", "status", "detail", "instance", "request_id"}
+        assert "tasks" not in body["detail"] and "relation" not in response.text

@@ -1,0 +1,84 @@
+"""The PostgreSQL task store: conditional transitions, pagination and migrations, on a real database."""
+
+import uuid
+
+import asyncpg
+import pytest
+
+from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
+from taskyard_common.store import NewTask
+from taskyard_common.store.migrate import migrate, migration_files
+
+pytestmark = pytest.mark.integration
+
+DECISION = RoutingDecision(method=RoutingMethod.RULES, specialist="general", reason="r", confidence=0.4)
+
+
+def new_task(**kwargs):
+    return NewTask(id=uuid.uuid4(), input=kwargs.pop("input", "hello"), metadata={"k": "v"}, **kwargs)
+
+
+async def test_full_lifecycle(store):
+    created = await store.create(new_task(input={"doc": "text"}))
+    assert created.status is TaskStatus.PENDING and created.input == {"doc": "text"}
+    await store.mark_published(created.id)
+    assert await store.record_routing(created.id, DECISION)
+    assert not await store.record_routing(created.id, DECISION), "routing twice must not apply"
+    running = await store.start(created.id)
+    assert running is not None and running.status is TaskStatus.RUNNING and running.attempts == 1
+    usage = Usage(prompt_tokens=3, completion_tokens=4, total_tokens=7)
+    assert await store.complete(created.id, {"output": "done"}, usage)
+    assert not await store.complete(created.id, {"output": "again"}, usage), "completed exactly once"
+    assert await store.start(created.id) is None, "a completed task is never started again"
+    done = await store.get(created.id)
+    assert done.status is TaskStatus.COMPLETED and done.result == {"output": "done"}
+    assert done.usage == usage and done.routing == DECISION
+    assert done.created_at <= done.routed_at <= done.started_at <= done.finished_at
+
+
+async def test_fail_from_pending_and_not_after_terminal(store):
+    task = await store.create(new_task())
+    assert await store.fail(task.id, {"type": "unknown_specialist"}, Usage())
+    assert not await store.fail(task.id, {"type": "again"}, Usage())
+    assert (await store.get(task.id)).error == {"type": "unknown_specialist"}
+
+
+async def test_discard_only_unpublished(store):
+    kept = await store.create(new_task())
+    await store.mark_published(kept.id)
+    assert not await store.discard_unpublished(kept.id)
+    dropped = await store.create(new_task())
+    assert await store.discard_unpublished(dropped.id)
+    assert await store.get(dropped.id) is None
+
+
+async def test_keyset_pagination_newest_first(store):
+    ids = [(await store.create(new_task())).id for _ in range(7)]
+    seen, after = [], None
+    while True:
+        page = await store.list(status=None, specialist=None, limit=3, after=after)
+        if not page:
+            break
+        seen.extend(t.id for t in page)
+        after = (page[-1].created_at, page[-1].id)
+    assert seen == list(reversed(ids))
+
+
+async def test_list_filters(store):
+    routed = await store.create(new_task())
+    await store.record_routing(routed.id, DECISION)
+    await store.create(new_task())
+    queued = await store.list(status=TaskStatus.QUEUED, specialist=None, limit=10, after=None)
+    assert [t.id for t in queued] == [routed.id]
+    general = await store.list(status=None, specialist="general", limit=10, after=None)
+    assert [t.id for t in general] == [routed.id]
+
+
+async def test_migrations_are_idempotent(database_url, db_settings):
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert await migrate(conn, db_settings.db_schema) == []
+        versions = await conn.fetch(f'SELECT version FROM "{db_settings.db_schema}".schema_migrations')
+        assert sorted(r["version"] for r in versions) == [v for v, _, _ in migration_files()]
+    finally:
+        await conn.close()

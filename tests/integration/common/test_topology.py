@@ -1,0 +1,141 @@
+"""The declared topology, checked through the broker itself rather than through our own constants."""
+
+import asyncio
+import json
+import shutil
+import subprocess
+import uuid
+
+import aio_pika
+import pytest
+
+from taskyard_common.amqp import Publisher, connect, server_version
+from taskyard_common.errors import PublishRejected, TopologyMismatch, Unroutable
+from taskyard_common.messages import IntakeMessage
+from taskyard_common.settings import AmqpSettings
+from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology, declare
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def connection(amqp_settings, test_id):
+    conn = await connect(amqp_settings, name=f"test {test_id}")
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+def _broker_queue_arguments(names: set[str]) -> dict[str, dict]:
+    """Queue types and arguments as the broker reports them (rabbitmqctl on the broker's host)."""
+    output = subprocess.run(
+        ["rabbitmqctl", "list_queues", "-q", "name", "type", "arguments", "--formatter", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return {q["name"]: q for q in json.loads(output) if q["name"] in names}
+
+
+async def test_declare_creates_quorum_queues_with_safe_arguments(connection, amqp_settings, catalog):
+    topology = Topology(amqp_settings.prefix)
+    channel = await connection.channel()
+    await declare(channel, topology, catalog.names, amqp_settings)
+    # Declaring again is idempotent.
+    await declare(channel, topology, catalog.names, amqp_settings)
+    names = {*topology.work_queue_names(catalog.names), topology.dead_letter_queue}
+    if shutil.which("rabbitmqctl") is None:
+        pytest.skip("rabbitmqctl is not on this host; the behavioural tests below still cover the arguments")
+    reported = _broker_queue_arguments(names)
+    assert set(reported) == names
+    for name in topology.work_queue_names(catalog.names):
+        queue = reported[name]
+        assert queue["type"] == "quorum"
+        args = dict(_pairs(queue["arguments"]))
+        assert args["x-delivery-limit"] == amqp_settings.delivery_limit
+        assert args["x-dead-letter-exchange"] == topology.dead_letter_exchange
+        assert args["x-dead-letter-strategy"] == "at-least-once"
+        assert args["x-overflow"] == "reject-publish"
+        assert args["x-max-length"] == amqp_settings.max_length
+    assert reported[topology.dead_letter_queue]["type"] == "quorum"
+
+
+def _pairs(arguments):
+    """rabbitmqctl's JSON gives arguments as a map or as [name, value] pairs depending on version."""
+    if isinstance(arguments, dict):
+        return list(arguments.items())
+    return [(pair[0], pair[-1]) for pair in arguments]
+
+
+async def test_changed_arguments_are_refused_with_a_clear_error(connection, amqp_settings, catalog):
+    topology = Topology(amqp_settings.prefix)
+    await declare(await connection.channel(), topology, catalog.names, amqp_settings)
+    changed = amqp_settings.model_copy(update={"delivery_limit": amqp_settings.delivery_limit + 1})
+    with pytest.raises(TopologyMismatch, match="other arguments"):
+        await declare(await connection.channel(), topology, catalog.names, changed)
+
+
+async def test_rejected_message_is_dead_lettered(connection, amqp_settings, catalog):
+    topology = Topology(amqp_settings.prefix)
+    channel = await connection.channel()
+    declared = await declare(channel, topology, catalog.names, amqp_settings)
+    publisher = await Publisher.open(connection, amqp_settings)
+    message = IntakeMessage(task_id=uuid.uuid4(), input="x")
+    await publisher.publish(topology.intake_exchange, INTAKE_ROUTING_KEY, message)
+    incoming = await _get(declared.queues[topology.intake_queue])
+    await incoming.reject(requeue=False)
+    dead = await _get(declared.queues[topology.dead_letter_queue])
+    assert dead.message_id == str(message.task_id)
+    assert dead.headers["x-death"][0]["reason"] == "rejected"
+    await dead.ack()
+    await publisher.close()
+
+
+async def test_full_queue_nacks_the_publish(connection, amqp_url, test_id, catalog):
+    settings = AmqpSettings(url=amqp_url, prefix=f"{test_id}.full", delivery_limit=3, max_length=2)
+    topology = Topology(settings.prefix)
+    channel = await connection.channel()
+    await declare(channel, topology, ["general"], settings)
+    publisher = await Publisher.open(connection, settings)
+    try:
+        with pytest.raises(PublishRejected):
+            # Quorum queues enforce the limit slightly after it is crossed: a few more publishes at most.
+            for _ in range(10):
+                await publisher.publish(
+                    topology.intake_exchange,
+                    INTAKE_ROUTING_KEY,
+                    IntakeMessage(task_id=uuid.uuid4(), input="x"),
+                )
+    finally:
+        await publisher.close()
+        for name in [*topology.work_queue_names(["general"]), topology.dead_letter_queue]:
+            await channel.queue_delete(name)
+
+
+async def test_unroutable_publish_raises(connection, amqp_settings, catalog):
+    topology = Topology(amqp_settings.prefix)
+    await declare(await connection.channel(), topology, catalog.names, amqp_settings)
+    publisher = await Publisher.open(connection, amqp_settings)
+    try:
+        with pytest.raises(Unroutable):
+            await publisher.publish(
+                topology.tasks_exchange, "no-such-specialist", IntakeMessage(task_id=uuid.uuid4(), input="x")
+            )
+    finally:
+        await publisher.close()
+
+
+async def test_server_version_is_read_from_the_connection(connection):
+    version = server_version(connection)
+    assert version >= (3, 8)
+
+
+async def _get(queue: aio_pika.abc.AbstractQueue) -> aio_pika.abc.AbstractIncomingMessage:
+    for _ in range(200):
+        message = await queue.get(fail=False)
+        if message is not None:
+            return message
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"nothing arrived on {queue.name}")

@@ -1,0 +1,51 @@
+from pathlib import Path
+
+import pytest
+
+from taskyard_common.catalog import CatalogError, load_catalog, parse_catalog
+
+MINIMAL = """
+apiVersion: taskyard.dev/v1alpha1
+kind: SpecialistCatalog
+fallback: general
+specialists:
+  - name: general
+    description: anything
+    instructions: be helpful
+"""
+
+
+def test_shipped_catalog_loads_with_at_least_four_specialists(catalog_path: Path):
+    catalog = load_catalog(catalog_path)
+    assert len(catalog.specialists) >= 4
+    assert catalog.fallback in catalog.names
+    for spec in catalog.specialists:
+        assert spec.description and spec.instructions
+        assert spec.concurrency >= 1 and spec.max_steps >= 1
+
+
+def test_defaults_apply():
+    spec = parse_catalog(MINIMAL).get("general")
+    assert spec is not None
+    assert spec.model is None and spec.tools == () and spec.concurrency == 16
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("specialists: [", "not valid YAML"),
+        (MINIMAL.replace("fallback: general", "fallback: nobody"), "fallback"),
+        (MINIMAL + "  - name: general\n    description: d\n    instructions: i\n", "duplicate"),
+        (MINIMAL.replace("name: general", "name: General Purpose"), "invalid catalog"),
+        (MINIMAL + "    surprise: 1\n", "invalid catalog"),
+        (MINIMAL.replace("v1alpha1", "v9"), "invalid catalog"),
+    ],
+)
+def test_bad_catalogs_are_refused_clearly(text: str, message: str):
+    with pytest.raises(CatalogError, match=message):
+        parse_catalog(text)
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path):
+    with pytest.raises(CatalogError, match="cannot read"):
+        load_catalog(tmp_path / "absent.yaml")

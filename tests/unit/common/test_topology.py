@@ -1,0 +1,38 @@
+from taskyard_common.settings import AmqpSettings
+from taskyard_common.topology import Topology, dead_letter_queue_arguments, work_queue_arguments
+
+
+def test_names_derive_from_the_prefix():
+    topology = Topology("acme")
+    assert topology.intake_exchange == "acme.intake"
+    assert topology.intake_queue == "acme.intake"
+    assert topology.tasks_exchange == "acme.tasks"
+    assert topology.specialist_queue("summarizer") == "acme.work.summarizer"
+    assert topology.dead_letter_exchange == "acme.dlx"
+    assert topology.dead_letter_queue == "acme.dead-letters"
+    assert topology.work_queue_names(["a", "b"]) == ["acme.intake", "acme.work.a", "acme.work.b"]
+
+
+def test_two_prefixes_share_no_name():
+    one, two = Topology("one"), Topology("two")
+    names_one = {*one.work_queue_names(["x"]), one.dead_letter_queue, one.dead_letter_exchange}
+    names_two = {*two.work_queue_names(["x"]), two.dead_letter_queue, two.dead_letter_exchange}
+    assert not names_one & names_two
+
+
+def test_work_queue_arguments_are_safe_quorum_defaults():
+    settings = AmqpSettings(delivery_limit=7, max_length=123)
+    args = work_queue_arguments(Topology("p"), settings)
+    assert args == {
+        "x-queue-type": "quorum",
+        "x-delivery-limit": 7,
+        "x-dead-letter-exchange": "p.dlx",
+        # at-least-once dead-lettering is only honoured together with reject-publish.
+        "x-dead-letter-strategy": "at-least-once",
+        "x-overflow": "reject-publish",
+        "x-max-length": 123,
+    }
+
+
+def test_dead_letter_queue_does_not_dead_letter_itself():
+    assert dead_letter_queue_arguments() == {"x-queue-type": "quorum"}
