@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +89,8 @@ async def system(
         yield system
     finally:
         codes = {s.name: s.stop() for s in system.services}
-        unclean = {name: code for name, code in codes.items() if code not in (0, None)}
+        # uvicorn re-raises SIGTERM after its graceful shutdown, so the API's clean exit reads -15.
+        unclean = {name: code for name, code in codes.items() if code not in (0, None, -signal.SIGTERM)}
         if unclean:
             print(system.logs())
         assert not unclean, f"services did not stop cleanly on SIGTERM: {unclean}"

@@ -1,0 +1,74 @@
+"""The broker agent's settings: its own ``TASKYARD_BROKER_*`` class, composed with the shared ones.
+
+Nothing here reads the environment at import time; ``get_settings()`` builds everything once, at start.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from taskyard_common.settings import (
+    AmqpSettings,
+    CatalogSettings,
+    DbSettings,
+    HealthSettings,
+    LlmSettings,
+    LogSettings,
+)
+
+
+class BrokerAgentSettings(BaseSettings):
+    """Routing tunables (``TASKYARD_BROKER_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="TASKYARD_BROKER_", extra="ignore")
+
+    # Intake messages in flight per process. Routing is I/O bound (one LLM call, two SQL statements, one
+    # confirmed publish), so a high prefetch keeps the LLM endpoint busy without more processes.
+    prefetch: int = Field(default=64, ge=1, le=10_000)
+    # False forces the rules router even when an LLM endpoint is configured (cost, outage, air gap).
+    llm_routing: bool = True
+    # An LLM answer less confident than this is discarded for the rules router's.
+    min_confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    # The routing call only needs the gist of a request: longer inputs are cut before they reach the LLM.
+    max_request_chars: int = Field(default=8000, ge=100)
+    # Pause before a failed intake message is requeued, doubled on each redelivery: a database blip or a
+    # full specialist queue must not use up the queue's delivery limit in milliseconds.
+    retry_base_seconds: float = Field(default=1.0, gt=0)
+    retry_max_seconds: float = Field(default=30.0, gt=0)
+    # On SIGTERM, how long in-flight intake messages may take to finish before they are handed back.
+    shutdown_grace_seconds: float = Field(default=20.0, gt=0)
+
+
+class ServiceSettings(BaseModel):
+    """Everything the broker agent process needs, built once and passed down."""
+
+    model_config = ConfigDict(frozen=True)
+
+    amqp: AmqpSettings
+    db: DbSettings
+    llm: LlmSettings
+    catalog: CatalogSettings
+    health: HealthSettings
+    log: LogSettings
+    broker: BrokerAgentSettings
+
+    @property
+    def llm_routing_enabled(self) -> bool:
+        """Route with the LLM only when one is configured and routing through it is not switched off."""
+        return self.broker.llm_routing and self.llm.enabled
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> ServiceSettings:
+    """Read the environment once (at start, never at import)."""
+    return ServiceSettings(
+        amqp=AmqpSettings(),
+        db=DbSettings(),
+        llm=LlmSettings(),
+        catalog=CatalogSettings(),
+        health=HealthSettings(),
+        log=LogSettings(),
+        broker=BrokerAgentSettings(),
+    )

@@ -1,0 +1,72 @@
+"""The broker agent as users run it: the ``taskyard-broker-agent`` console script in its own process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from taskyard_common.messages import RoutingMethod, TaskStatus
+from taskyard_common.settings import AmqpSettings, DbSettings
+
+from tests.support.processes import Service, eventually, free_port, wait_http_ok
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+SECRET_INPUT = "Please summarize this confidential board memo about project nightingale"
+
+
+async def test_service_routes_reports_metrics_and_stops_on_sigterm(
+    amqp_settings: AmqpSettings,
+    db_settings: DbSettings,
+    catalog_path: Path,
+    devllm,
+    bus,
+    new_task,
+    store,
+    service_logs: Path,
+    test_id: str,
+):
+    port = free_port()
+    env = {
+        "TASKYARD_AMQP_URL": amqp_settings.url.get_secret_value(),
+        "TASKYARD_AMQP_PREFIX": amqp_settings.prefix,
+        # Queue arguments must match the fixture's declaration, or RabbitMQ refuses it (406).
+        "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp_settings.delivery_limit),
+        "TASKYARD_AMQP_MAX_LENGTH": str(amqp_settings.max_length),
+        "TASKYARD_DB_URL": db_settings.url.get_secret_value(),
+        "TASKYARD_DB_SCHEMA": db_settings.db_schema,
+        "TASKYARD_CATALOG_PATH": str(catalog_path),
+        "TASKYARD_LLM_BASE_URL": devllm.base_url,
+        "TASKYARD_LLM_MODEL": devllm.new_model(),
+        "TASKYARD_HEALTH_PORT": str(port),
+        "TASKYARD_LOG_LEVEL": "INFO",
+    }
+    service = Service(f"broker-agent-{test_id}", ["taskyard-broker-agent"], env, service_logs)
+    try:
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        message = await new_task(SECRET_INPUT)
+        await bus.send(message)
+        work = await bus.wait_work("summarizer")
+        assert work.task_id == message.task_id
+        assert work.routing.method is RoutingMethod.LLM
+        assert (await store.get(message.task_id)).status is TaskStatus.QUEUED
+
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            sample = 'taskyard_routing_decisions_total{method="llm",specialist="summarizer"} 1.0'
+
+            async def counted() -> bool:
+                return sample in (await client.get("/metrics")).text
+
+            await eventually(counted, timeout=10, what="the routing decision in /metrics")
+            metrics = (await client.get("/metrics")).text
+            # Label sets are pre-initialised: a dashboard shows zeros, not gaps.
+            assert 'taskyard_routing_decisions_total{method="rules",specialist="researcher"} 0.0' in metrics
+            assert 'taskyard_routing_fallbacks_total{reason="llm_error"} 0.0' in metrics
+            assert (await client.get("/healthz")).status_code == 200
+    finally:
+        returncode = service.stop()
+    log = service.log_path.read_text()
+    assert returncode == 0, service.log_tail()
+    assert f"routed task {message.task_id}: method=llm specialist=summarizer" in log
+    assert "nightingale" not in log  # never the task's input

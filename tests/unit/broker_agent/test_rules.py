@@ -1,0 +1,115 @@
+"""The rules router: deterministic lexical routing against the shipped catalog."""
+
+import pytest
+from taskyard_broker_agent.rules import (
+    MAX_CONFIDENCE,
+    NO_MATCH_CONFIDENCE,
+    RulesRouter,
+    confidence,
+    input_text,
+    stem,
+    tokenize,
+)
+from taskyard_common.catalog import Catalog, parse_catalog
+from taskyard_common.messages import RoutingMethod
+
+
+@pytest.fixture(scope="module")
+def rules(catalog: Catalog) -> RulesRouter:
+    return RulesRouter(catalog)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "specialist"),
+    [
+        ("Please summarize this document for me", "summarizer"),
+        ("Give me a TL;DR of the meeting notes", "summarizer"),
+        ("Summaries of these three reports, key points only", "summarizer"),
+        ("Customer ticket: I want a refund, the order arrived broken", "support-analyst"),
+        ("Our customer cannot login to their account since this morning", "support-analyst"),
+        ("Research the topic and cite your sources, see https://example.com/docs", "researcher"),
+        ("Look up the documentation and compare the two approaches", "researcher"),
+        ("Write a short poem about spring", "general"),
+    ],
+)
+def test_clear_requests_go_to_their_specialist(rules: RulesRouter, request_text: str, specialist: str):
+    decision = rules.route(request_text)
+    assert decision.method is RoutingMethod.RULES
+    assert decision.specialist == specialist
+    assert decision.reason.startswith("matched: ")
+    assert NO_MATCH_CONFIDENCE < decision.confidence <= MAX_CONFIDENCE
+
+
+@pytest.mark.parametrize("vague", ["hello there", "zxcv qwerty", "", "   ", "!!! ??? ...", {}, [], {"n": 42}])
+def test_vague_or_empty_requests_go_to_the_fallback_with_low_confidence(
+    rules: RulesRouter, catalog: Catalog, vague
+):
+    decision = rules.route(vague)
+    assert decision.specialist == catalog.fallback
+    assert decision.confidence == NO_MATCH_CONFIDENCE
+    assert "no specialist matched" in decision.reason
+
+
+def test_json_objects_are_flattened_to_keys_and_string_values(rules: RulesRouter):
+    decision = rules.route({"ticket": {"customer_id": 42, "body": "my login is broken"}, "priority": 3})
+    assert decision.specialist == "support-analyst"
+    assert "ticket" in decision.reason and "login" in decision.reason
+    # Keys route too: a structured request may say what it is only by its shape.
+    assert rules.route({"document": "Q3 figures ...", "want": "summary"}).specialist == "summarizer"
+    assert rules.route({"urls": ["https://a.example", "https://b.example"]}).specialist == "researcher"
+
+
+def test_keywords_outweigh_description_words(rules: RulesRouter):
+    # "documents" is in the summarizer's description; "research" and "sources" are researcher keywords.
+    decision = rules.route("research these documents and cite sources")
+    assert decision.specialist == "researcher"
+
+
+def test_multi_word_keywords_match_only_as_phrases(rules: RulesRouter):
+    phrase = rules.route("look up the population of Lyon")
+    assert (phrase.specialist, phrase.reason) == ("researcher", "matched: look up")
+    assert rules.route("up the look of Lyon").specialist != "researcher"
+
+
+def test_stronger_evidence_means_higher_confidence(rules: RulesRouter):
+    weak = rules.route("Please summarize this")
+    strong = rules.route("Please summarize this report: a TL;DR summary with key points")
+    assert weak.specialist == strong.specialist == "summarizer"
+    assert strong.confidence > weak.confidence
+    # A close call between two specialists is less sure than a clear one.
+    assert confidence(5.0, 4.5) < confidence(5.0, 0.0)
+    assert 0.0 < confidence(0.01, 0.0) <= confidence(1000.0, 0.0) == MAX_CONFIDENCE
+
+
+def test_routing_is_deterministic(catalog: Catalog):
+    request = {"text": "customer asks for a summary of their refund ticket", "source": "email"}
+    first = RulesRouter(catalog).route(request)
+    assert all(RulesRouter(catalog).route(request) == first for _ in range(5))
+
+
+def test_ties_go_to_the_earlier_specialist():
+    catalog = parse_catalog(
+        """
+fallback: b
+specialists:
+  - {name: a, description: handles apples, keywords: [fruit], instructions: x}
+  - {name: b, description: handles bananas, keywords: [fruit], instructions: x}
+"""
+    )
+    assert RulesRouter(catalog).route("fruit").specialist == "a"
+
+
+def test_tokenize_lowercases_splits_and_strips_plurals():
+    assert tokenize("Tickets, URLs & TL;DR-summaries!") == ["ticket", "url", "tl", "dr", "summary"]
+    assert [stem(w) for w in ("process", "status", "analysis", "docs", "bus")] == [
+        "process",
+        "status",
+        "analysis",
+        "doc",
+        "bus",
+    ]
+
+
+def test_input_text_is_bounded():
+    assert len(input_text("word " * 100_000, limit=1000)) <= 1000
+    assert input_text({"a": ["b", {"c": "d"}], "e": 1, "f": True}) == "a b c d e f"
