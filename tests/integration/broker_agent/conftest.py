@@ -11,6 +11,7 @@ from typing import Any
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractQueue
+
 from taskyard_broker_agent.app import BrokerAgent
 from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
 from taskyard_common.amqp import Publisher
@@ -25,7 +26,6 @@ from taskyard_common.settings import (
 )
 from taskyard_common.store import NewTask, PostgresTaskStore
 from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology
-
 from tests.support.processes import eventually
 
 NO_LLM = LlmSettings(base_url=None, api_key=None)

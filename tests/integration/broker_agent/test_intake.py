@@ -8,12 +8,12 @@ import uuid
 
 import pytest
 from prometheus_client import REGISTRY
+
 from taskyard_broker_agent.catalog import RoutingPrompt
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import IntakeMessage, RoutingDecision, RoutingMethod, TaskStatus
 from taskyard_common.settings import LlmSettings
 from taskyard_common.store import PostgresTaskStore
-
 from tests.support.processes import eventually
 
 pytestmark = pytest.mark.integration

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from taskyard_common.messages import RoutingMethod, TaskStatus
 from taskyard_common.settings import AmqpSettings, DbSettings
-
 from tests.support.processes import Service, eventually, free_port, wait_http_ok
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]

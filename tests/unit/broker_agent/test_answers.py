@@ -4,6 +4,7 @@ import json
 
 import pytest
 from openai.types.chat import ChatCompletion
+
 from taskyard_broker_agent.router import InvalidAnswer, parse_answer
 from taskyard_common.messages import RoutingMethod
 

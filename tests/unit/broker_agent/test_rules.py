@@ -1,6 +1,7 @@
 """The rules router: deterministic lexical routing against the shipped catalog."""
 
 import pytest
+
 from taskyard_broker_agent.rules import (
     MAX_CONFIDENCE,
     NO_MATCH_CONFIDENCE,

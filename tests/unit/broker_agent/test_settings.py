@@ -1,6 +1,7 @@
 """The broker agent's settings: defaults, the TASKYARD_BROKER_ prefix, and when the LLM routes."""
 
 import pytest
+
 from taskyard_broker_agent.intake import retry_delay
 from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
 from taskyard_common.settings import (

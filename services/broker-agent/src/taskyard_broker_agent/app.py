@@ -15,6 +15,11 @@ from types import TracebackType
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustConnection
 from pydantic import ValidationError
+
+from taskyard_broker_agent.inflight import InFlight
+from taskyard_broker_agent.intake import IntakeHandler
+from taskyard_broker_agent.router import Router
+from taskyard_broker_agent.settings import ServiceSettings, get_settings
 from taskyard_common import metrics
 from taskyard_common.amqp import Publisher, connect, consume, server_version
 from taskyard_common.catalog import Catalog, CatalogError, load_catalog
@@ -25,11 +30,6 @@ from taskyard_common.messages import IntakeMessage
 from taskyard_common.settings import HealthSettings
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.topology import Topology, declare
-
-from taskyard_broker_agent.inflight import InFlight
-from taskyard_broker_agent.intake import IntakeHandler
-from taskyard_broker_agent.router import Router
-from taskyard_broker_agent.settings import ServiceSettings, get_settings
 
 SERVICE = "taskyard-broker-agent"
 # /readyz must answer quickly even when the database hangs.

@@ -17,6 +17,8 @@ import asyncio
 import logging
 
 from aio_pika.abc import AbstractIncomingMessage
+
+from taskyard_broker_agent.router import Router
 from taskyard_common import metrics
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import Catalog
@@ -31,8 +33,6 @@ from taskyard_common.messages import (
 )
 from taskyard_common.store import TaskRecord, TaskStore
 from taskyard_common.topology import Topology
-
-from taskyard_broker_agent.router import Router
 
 log = logging.getLogger(__name__)
 

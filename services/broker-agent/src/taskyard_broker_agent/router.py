@@ -12,13 +12,13 @@ import logging
 
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from taskyard_broker_agent.catalog import ROUTE_TOOL_NAME, RoutingPrompt
+from taskyard_broker_agent.rules import RulesRouter
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
 from taskyard_common.settings import LlmSettings
-
-from taskyard_broker_agent.catalog import ROUTE_TOOL_NAME, RoutingPrompt
-from taskyard_broker_agent.rules import RulesRouter
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from taskyard_common.settings import (
     AmqpSettings,
     CatalogSettings,
