@@ -15,6 +15,7 @@ def test_openai_variables_configure_the_llm(monkeypatch: pytest.MonkeyPatch):
 def test_taskyard_variables_win_over_generic_ones(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("AMQP_URL", "amqp://generic/")
     monkeypatch.setenv("TASKYARD_AMQP_URL", "amqp://specific/")
+    monkeypatch.delenv("TASKYARD_DB_URL", raising=False)
     monkeypatch.setenv("DATABASE_URL", "postgresql://generic/db")
     assert AmqpSettings().url.get_secret_value() == "amqp://specific/"
     assert DbSettings().url.get_secret_value() == "postgresql://generic/db"

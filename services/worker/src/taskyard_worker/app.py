@@ -1,0 +1,147 @@
+"""``taskyard-worker --specialist NAME``: consume one specialist's queue until SIGTERM.
+
+Shutdown is graceful because Kubernetes (and KEDA scale-in) stops busy pods: the consumer is cancelled
+first so no new task arrives, in-flight tasks get ``shutdown_grace_seconds`` to finish, and whatever is still
+running after that is handed back to the queue for another worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiormq
+from pydantic import ValidationError
+
+from taskyard_common.amqp import consume
+from taskyard_common.errors import TaskyardError
+from taskyard_common.logging import configure_logging
+from taskyard_common.messages import WorkMessage
+from taskyard_common.metrics import init_worker_labels
+from taskyard_worker.handler import WorkHandler
+from taskyard_worker.resources import Resources, StartupError
+from taskyard_worker.runtime import Agent
+from taskyard_worker.settings import ServiceSettings, get_settings
+
+log = logging.getLogger("taskyard_worker")
+
+EXIT_CONFIG = 2
+EXIT_UNAVAILABLE = 1
+CANCEL_TIMEOUT_SECONDS = 5.0
+
+
+class Worker:
+    """The consumer of one specialist's queue over opened ``Resources``."""
+
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+        spec = resources.spec
+        self.agent = Agent(
+            spec,
+            resources.llm,
+            resources.settings.llm.model,
+            resources.tools,
+            max_tool_output_chars=resources.settings.worker.max_tool_output_chars,
+        )
+        self.handler = WorkHandler(spec.name, resources.store, self.agent)
+        self._consumer_tag: str | None = None
+
+    async def start(self) -> None:
+        init_worker_labels(self.resources.spec.name)
+        self._consumer_tag = await consume(self.resources.queue, WorkMessage, self.handler)
+
+    async def _cancel_consumer(self) -> None:
+        tag, self._consumer_tag = self._consumer_tag, None
+        if tag is None:
+            return
+        if self.resources.connection.is_closed:
+            return  # nothing to cancel: a closed connection delivers nothing (and its unacked are requeued)
+        try:
+            # Bounded: a robust channel waits for its connection to come back before it sends anything, so
+            # during a broker outage an unbounded cancel would hang the shutdown.
+            async with asyncio.timeout(CANCEL_TIMEOUT_SECONDS):
+                await self.resources.queue.cancel(tag)
+        except (TimeoutError, RuntimeError, aiormq.exceptions.AMQPError) as exc:
+            log.warning("could not cancel the consumer (%s); draining anyway", type(exc).__name__)
+
+    async def stop(self) -> None:
+        """Stop taking messages, let in-flight tasks finish within the grace period, hand back the rest."""
+        await self._cancel_consumer()
+        grace = self.resources.settings.worker.shutdown_grace_seconds
+        if self.handler.in_flight:
+            log.info("waiting up to %gs for %d tasks in flight", grace, len(self.handler.in_flight))
+        handed_back = await self.handler.drain(grace)
+        if handed_back:
+            log.warning("grace period over: handed %d tasks back to the queue", handed_back)
+        log.info("worker stopped; deliveries handled: %s", dict(self.handler.outcomes) or "none")
+
+
+@asynccontextmanager
+async def running_worker(settings: ServiceSettings, specialist: str) -> AsyncIterator[Worker]:
+    """Open resources, consume, and on exit stop gracefully and close everything."""
+    resources = await Resources.open(settings, specialist)
+    try:
+        worker = Worker(resources)
+        await worker.start()
+        try:
+            yield worker
+        finally:
+            await worker.stop()
+    finally:
+        await resources.close()
+
+
+async def serve(settings: ServiceSettings, specialist: str) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with running_worker(settings, specialist):
+            await stop.wait()
+            log.info("stop signal received")
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="taskyard-worker",
+        description="Run the agent loop of one taskyard specialist: consume its queue, run each task with "
+        "the LLM and the specialist's tools, record the result. Configured by TASKYARD_* environment "
+        "variables (see docs/worker.md).",
+    )
+    parser.add_argument("--specialist", required=True, metavar="NAME", help="a specialist of the catalog")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        print(f"taskyard-worker: invalid configuration:\n{exc}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    configure_logging(settings.log, f"taskyard-worker[{args.specialist}]")
+    try:
+        asyncio.run(serve(settings, args.specialist))
+    except StartupError as exc:
+        log.error("cannot start: %s", exc)
+        sys.exit(EXIT_CONFIG)
+    except TaskyardError as exc:
+        # The broker or the database is unreachable, or the topology conflicts: exit and let the
+        # orchestrator restart the process (with back-off).
+        log.error("cannot run: %s: %s", type(exc).__name__, exc)
+        sys.exit(EXIT_UNAVAILABLE)
+    log.info("exited cleanly")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""The worker's settings: its own ``TASKYARD_WORKER_*`` tunables, composed with the shared classes.
+
+Nothing reads the environment at import: ``get_settings()`` builds everything once, in ``main()``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from taskyard_common.settings import (
+    AmqpSettings,
+    CatalogSettings,
+    DbSettings,
+    HealthSettings,
+    LlmSettings,
+    LogSettings,
+)
+
+
+class WorkerSettings(BaseSettings):
+    """Tool limits and shutdown behaviour of a specialist worker (``TASKYARD_WORKER_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="TASKYARD_WORKER_", extra="ignore")
+
+    # Hosts the http_fetch tool may reach (a host or any of its subdomains). Empty: the tool refuses every
+    # URL, so a worker never reaches the network on a model's say-so unless an operator opted in.
+    # NoDecode: the environment gives a plain comma-separated string, not JSON.
+    http_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    http_max_bytes: int = Field(default=200_000, ge=1)
+    http_timeout_seconds: float = Field(default=10.0, gt=0)
+    # How long SIGTERM waits for in-flight tasks before handing them back to the queue; keep it below the
+    # pod's terminationGracePeriodSeconds.
+    shutdown_grace_seconds: float = Field(default=30.0, ge=0)
+    # Every tool result is cut to this many characters before it reaches the model's context.
+    max_tool_output_chars: int = Field(default=8000, ge=100)
+
+    @field_validator("http_allowlist", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            # A JSON list is accepted too, for values files that render lists that way.
+            value = json.loads(text) if text.startswith("[") else text.split(",")
+        if isinstance(value, list | tuple):
+            hosts = [str(h).strip().lower().strip(".") for h in value]
+            return [h for h in hosts if h]
+        return value
+
+
+class ServiceSettings(BaseModel):
+    """Everything one worker process needs, built once and passed down."""
+
+    model_config = ConfigDict(frozen=True)
+
+    amqp: AmqpSettings
+    db: DbSettings
+    llm: LlmSettings
+    catalog: CatalogSettings
+    health: HealthSettings
+    log: LogSettings
+    worker: WorkerSettings
+
+
+def get_settings() -> ServiceSettings:
+    return ServiceSettings(
+        amqp=AmqpSettings(),
+        db=DbSettings(),
+        llm=LlmSettings(),
+        catalog=CatalogSettings(),
+        health=HealthSettings(),
+        log=LogSettings(),
+        worker=WorkerSettings(),
+    )

@@ -1,0 +1,129 @@
+"""GET a web page for the model, only from hosts an operator allowed, with bounded size and time.
+
+The model chooses the URL, and a task's input may be written by anyone: without an allowlist this tool
+would let a prompt make the worker reach internal services (SSRF). So every URL, and every redirect hop, is
+checked against ``TASKYARD_WORKER_HTTP_ALLOWLIST``; an empty list refuses everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from taskyard_worker.settings import WorkerSettings
+from taskyard_worker.tools.base import Tool, ToolError, string_argument
+
+MAX_URL_CHARS = 2000
+MAX_REDIRECTS = 5
+_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml", "application/javascript")
+
+
+def host_allowed(host: str, allowlist: Sequence[str]) -> bool:
+    """True when ``host`` is an entry of the allowlist or a subdomain of one (``docs.python.org`` under
+    ``python.org``); never a mere suffix match (``evilpython.org`` is not under ``python.org``)."""
+    host = host.lower().rstrip(".")
+    if not host:
+        return False
+    return any(host == entry or host.endswith("." + entry) for entry in allowlist)
+
+
+def check_url(url: httpx.URL, allowlist: Sequence[str]) -> None:
+    """Refuse, with a message the model can act on, any URL the tool must not fetch."""
+    if url.scheme and url.scheme not in ("http", "https"):
+        raise ToolError(f"only http and https URLs can be fetched, not {url.scheme}:")
+    if not url.is_absolute_url:
+        raise ToolError("the URL must be absolute, starting with http:// or https://")
+    if url.userinfo:
+        raise ToolError("URLs with credentials are not allowed")
+    if not allowlist:
+        raise ToolError("fetching is disabled: no host is allowed for this worker")
+    if not host_allowed(url.host, allowlist):
+        raise ToolError(f"host {url.host!r} is not allowed; allowed hosts: {', '.join(allowlist)}")
+
+
+def _parse(raw: str) -> httpx.URL:
+    try:
+        return httpx.URL(raw)
+    except (httpx.InvalidURL, ValueError):
+        raise ToolError("not a valid URL") from None
+
+
+class HttpFetch(Tool):
+    name = "http_fetch"
+    description = (
+        "Fetch a web page or document with HTTP GET and return its status, content type and text "
+        "(truncated when long). Only some hosts are allowed."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"url": {"type": "string", "description": "an absolute http or https URL"}},
+        "required": ["url"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self._allowlist = tuple(settings.http_allowlist)
+        self._max_bytes = settings.http_max_bytes
+        self._timeout = settings.http_timeout_seconds
+        # One client (one connection pool) per process. Redirects are followed here, hop by hop, so each
+        # target is checked against the allowlist; trust_env=False: no proxy or .netrc from the environment
+        # can change where requests go or what credentials they carry.
+        self._client = httpx.AsyncClient(
+            follow_redirects=False,
+            timeout=httpx.Timeout(self._timeout),
+            trust_env=False,
+            headers={"User-Agent": "taskyard-worker (http_fetch tool)"},
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        url = _parse(string_argument(arguments, "url", max_length=MAX_URL_CHARS))
+        check_url(url, self._allowlist)
+        try:
+            # The client's timeout bounds each read; this bounds the whole call, a slow drip included.
+            async with asyncio.timeout(self._timeout):
+                return await self._fetch(url)
+        except TimeoutError:
+            raise ToolError(f"no complete answer from {url.host} within {self._timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            raise ToolError(f"request to {url.host} failed: {type(exc).__name__}") from None
+
+    async def _fetch(self, url: httpx.URL) -> str:
+        for _ in range(MAX_REDIRECTS + 1):
+            async with self._client.stream("GET", url) as response:
+                if response.is_redirect:
+                    location = response.headers.get("location", "")
+                    url = url.join(location)
+                    check_url(url, self._allowlist)
+                    continue
+                body, truncated = await self._read_capped(response)
+                return self._render(response, body, truncated)
+        raise ToolError(f"more than {MAX_REDIRECTS} redirects")
+
+    async def _read_capped(self, response: httpx.Response) -> tuple[bytes, bool]:
+        # Stream and stop at the cap: a declared Content-Length cannot be trusted, and a chunked or
+        # compressed body has none.
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            room = self._max_bytes - size
+            if len(chunk) > room:
+                chunks.append(chunk[:room])
+                return b"".join(chunks), True
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks), False
+
+    def _render(self, response: httpx.Response, body: bytes, truncated: bool) -> str:
+        content_type = response.headers.get("content-type", "")
+        head = f"HTTP {response.status_code}\ncontent-type: {content_type or 'unknown'}\n"
+        if content_type and not content_type.lower().startswith(_TEXT_TYPES):
+            return head + f"\n[{len(body)} bytes of non-text content omitted]"
+        text = body.decode(response.encoding or "utf-8", errors="replace")
+        note = f"\n[truncated after {self._max_bytes} bytes]" if truncated else ""
+        return f"{head}\n{text}{note}"

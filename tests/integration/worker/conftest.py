@@ -1,0 +1,110 @@
+"""Fixtures of the worker's integration tests: the test's side of the bus, queued tasks, worker settings."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import pytest
+
+from taskyard_common.amqp import Publisher
+from taskyard_common.catalog import Catalog
+from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput, WorkMessage
+from taskyard_common.settings import (
+    AmqpSettings,
+    CatalogSettings,
+    DbSettings,
+    HealthSettings,
+    LlmSettings,
+    LogSettings,
+)
+from taskyard_common.store import PostgresTaskStore
+from taskyard_common.store.base import NewTask
+from taskyard_common.topology import Topology, declare
+from taskyard_worker.settings import ServiceSettings, WorkerSettings
+from tests.integration.worker.helpers import Bus, Harness, Submit
+from tests.support.devllm import DevLlm
+
+
+@pytest.fixture
+async def bus(amqp_settings: AmqpSettings, catalog: Catalog, test_id: str) -> AsyncIterator[Bus]:
+    connection = await aio_pika.connect(
+        amqp_settings.url.get_secret_value(), client_properties={"connection_name": f"test {test_id}"}
+    )
+    try:
+        channel = await connection.channel()
+        topology = Topology(amqp_settings.prefix)
+        await declare(channel, topology, catalog.names, amqp_settings)
+        publisher = await Publisher.open(connection, amqp_settings)
+        yield Bus(channel, publisher, topology)
+        await publisher.close()
+    finally:
+        await connection.close()
+
+
+@pytest.fixture
+def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
+    """Create a task, route it (pending → queued) and publish its work message, as the broker agent would."""
+
+    async def submit(
+        task_input: TaskInput = "Explain what a message queue is.",
+        specialist: str = "general",
+        *,
+        publish: bool = True,
+    ) -> WorkMessage:
+        task_id = uuid.uuid4()
+        decision = RoutingDecision(
+            method=RoutingMethod.EXPLICIT, specialist=specialist, reason="test", confidence=1.0
+        )
+        await store.create(NewTask(id=task_id, input=task_input, metadata={}))
+        assert await store.record_routing(task_id, decision)
+        message = WorkMessage(task_id=task_id, specialist=specialist, input=task_input, routing=decision)
+        if publish:
+            await bus.publish(message)
+        return message
+
+    return submit
+
+
+@pytest.fixture
+def llm_model(devllm: DevLlm) -> str:
+    """This test's own model name: its scripts and recorded requests are its own."""
+    return devllm.new_model()
+
+
+@pytest.fixture
+def make_settings(
+    amqp_settings: AmqpSettings, db_settings: DbSettings, devllm: DevLlm, llm_model: str, catalog_path: Path
+) -> Callable[..., ServiceSettings]:
+    def make(catalog: Path = catalog_path, **worker: Any) -> ServiceSettings:
+        return ServiceSettings(
+            amqp=amqp_settings,
+            db=db_settings,
+            llm=LlmSettings(base_url=devllm.base_url, api_key=None, model=llm_model, timeout_seconds=30),
+            catalog=CatalogSettings(path=catalog),
+            health=HealthSettings(port=0),
+            log=LogSettings(),
+            worker=WorkerSettings(**{"shutdown_grace_seconds": 5, **worker}),
+        )
+
+    return make
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., ServiceSettings]) -> ServiceSettings:
+    return make_settings()
+
+
+@pytest.fixture
+def harness(
+    settings: ServiceSettings,
+    store: PostgresTaskStore,
+    bus: Bus,
+    devllm: DevLlm,
+    llm_model: str,
+    submit: Submit,
+) -> Harness:
+    return Harness(settings, store, bus, devllm, llm_model, submit)

@@ -1,0 +1,181 @@
+"""The agent loop alone, against the development LLM over HTTP through the real openai client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+import openai
+import pytest
+
+from taskyard_common.catalog import SpecialistSpec
+from taskyard_common.errors import TransientError
+from taskyard_common.llm import make_client
+from taskyard_common.settings import LlmSettings
+from taskyard_worker.runtime import Agent, LlmRejected, MaxStepsExceeded, RunTrace, TaskTimeout
+from taskyard_worker.tools import Tool, ToolRegistry
+from taskyard_worker.tools.calculator import Calculator
+from tests.support.devllm import DevLlm
+from tests.support.processes import free_port
+
+pytestmark = pytest.mark.integration
+
+
+class Shout(Tool):
+    """A test tool: long output, and a crash on demand."""
+
+    name = "shout"
+    description = "repeat a word many times"
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"word": {"type": "string"}}}
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        if arguments.get("word") == "crash":
+            raise RuntimeError("a bug in the tool")
+        return str(arguments["word"]) * 1000
+
+
+def spec(**overrides: Any) -> SpecialistSpec:
+    fields: dict[str, Any] = {
+        "name": "general",
+        "description": "test specialist",
+        "instructions": "You are a test assistant.",
+        "tools": ["calculator"],
+        "max_steps": 4,
+        "timeout_seconds": 30,
+        **overrides,
+    }
+    return SpecialistSpec(**fields)
+
+
+@pytest.fixture
+async def client(devllm: DevLlm) -> AsyncIterator[openai.AsyncOpenAI]:
+    llm = make_client(LlmSettings(base_url=devllm.base_url, api_key=None, timeout_seconds=10))
+    try:
+        yield llm
+    finally:
+        await llm.close()
+
+
+@pytest.fixture
+async def tools() -> AsyncIterator[ToolRegistry]:
+    registry = ToolRegistry([Calculator(), Shout()])
+    try:
+        yield registry
+    finally:
+        await registry.close()
+
+
+def agent(client: openai.AsyncOpenAI, default_model: str, registry: ToolRegistry, **overrides: Any) -> Agent:
+    return Agent(spec(**overrides), client, default_model, registry, max_tool_output_chars=200)
+
+
+async def test_bad_tool_calls_become_error_results_the_model_reads(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    calls = [
+        {"name": "calculator", "arguments": {"expression": "2 + 2"}},
+        {"name": "calculator", "arguments": {"expression": "__import__('os')"}},
+        {"name": "rm_rf", "arguments": {}},
+        {"name": "calculator", "arguments": "{not json"},
+        {"name": "shout", "arguments": {"word": "crash"}},
+        {"name": "shout", "arguments": {"word": "ab"}},
+    ]
+    await devllm.script(model, [{"tool_calls": calls}, {"content": "final"}])
+    result = await agent(client, model, tools).run("go")
+    assert result.output == "final" and result.steps == 2
+    assert result.tool_calls == [
+        {"name": "calculator", "ok": True},
+        {"name": "calculator", "ok": False},
+        {"name": "rm_rf", "ok": False},
+        {"name": "calculator", "ok": False},
+        {"name": "shout", "ok": False},
+        {"name": "shout", "ok": True},
+    ]
+    second = (await devllm.requests(model))[1]
+    results = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    assert results[0] == "4"
+    assert results[1].startswith("error: ")
+    assert results[2].startswith("error: there is no tool named 'rm_rf'")
+    assert results[3] == "error: the arguments are not valid JSON"
+    assert results[4] == "error: the tool failed unexpectedly"
+    # Tool output is cut to max_tool_output_chars before it reaches the model.
+    assert results[5].startswith("ab" * 100)
+    assert results[5].endswith("[tool output truncated to 200 characters]")
+    # One result per call, in order, answering the call ids.
+    ids = [c["id"] for c in second["messages"][-7]["tool_calls"]]
+    assert ids == [m["tool_call_id"] for m in second["messages"] if m["role"] == "tool"]
+
+
+async def test_no_tools_offered_when_the_specialist_has_none(
+    client: openai.AsyncOpenAI, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    result = await agent(client, model, ToolRegistry([]), tools=[]).run("What is 1 + 1?")
+    assert result.steps == 1 and result.tool_calls == []
+    [request] = await devllm.requests(model)
+    assert "tools" not in request
+
+
+async def test_the_specialists_model_overrides_the_default(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    own = devllm.new_model()
+    await agent(client, "the-default-model", tools, model=own).run("hello")
+    assert len(await devllm.requests(own)) == 1
+
+
+async def test_max_steps_keeps_the_usage_of_the_failed_run(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    step = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}]}
+    await devllm.script(model, [step], repeat_last=True)
+    trace = RunTrace()
+    with pytest.raises(MaxStepsExceeded):
+        await agent(client, model, tools, max_steps=3).run("go", trace)
+    assert trace.steps == 3 and trace.usage.total_tokens > 0
+    # The tools of the last step are not run: no call is left to read their results.
+    assert len(trace.tool_calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(400, LlmRejected), (404, LlmRejected), (429, TransientError), (500, TransientError)],
+)
+async def test_llm_errors_are_classified(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm, status: int, error: type[Exception]
+) -> None:
+    model = devllm.new_model()
+    await devllm.script(model, [{"status": status}])
+    with pytest.raises(error, match=f"HTTP {status}"):
+        await agent(client, model, tools).run("hello")
+
+
+async def test_unreachable_llm_is_transient(tools: ToolRegistry) -> None:
+    llm = make_client(LlmSettings(base_url=f"http://127.0.0.1:{free_port()}/v1", timeout_seconds=5))
+    try:
+        with pytest.raises(TransientError, match="unreachable"):
+            await agent(llm, "any", tools).run("hello")
+    finally:
+        await llm.close()
+
+
+async def test_the_task_deadline_is_permanent(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    await devllm.script(model, [{"delay_seconds": 1, "content": "too late"}])
+    with pytest.raises(TaskTimeout, match=r"within 0\.3 s"):
+        await agent(client, model, tools, timeout_seconds=0.3).run("hello")
+
+
+async def test_a_slow_llm_call_within_the_deadline_is_transient(tools: ToolRegistry, devllm: DevLlm) -> None:
+    model = devllm.new_model()
+    await devllm.script(model, [{"delay_seconds": 1, "content": "too late"}])
+    llm = make_client(LlmSettings(base_url=devllm.base_url, timeout_seconds=0.3))
+    try:
+        with pytest.raises(TransientError, match="APITimeoutError"):
+            await agent(llm, model, tools).run("hello")
+    finally:
+        await llm.close()

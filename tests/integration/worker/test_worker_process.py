@@ -1,0 +1,77 @@
+"""``taskyard-worker`` as a real process, started from its console script as the chart starts it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from taskyard_common.messages import TaskStatus
+from taskyard_common.settings import AmqpSettings, DbSettings
+from tests.integration.worker.helpers import Harness
+from tests.support.processes import BIN, Service, free_port, wait_http_ok
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+
+def worker_env(
+    amqp: AmqpSettings, db: DbSettings, catalog_path: Path, llm_base_url: str, model: str, port: int
+):
+    return {
+        "TASKYARD_AMQP_URL": amqp.url.get_secret_value(),
+        "TASKYARD_AMQP_PREFIX": amqp.prefix,
+        # The fixture's queue arguments: declaring with others would be refused (406).
+        "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp.delivery_limit),
+        "TASKYARD_AMQP_MAX_LENGTH": str(amqp.max_length),
+        "TASKYARD_DB_URL": db.url.get_secret_value(),
+        "TASKYARD_DB_SCHEMA": db.db_schema,
+        "TASKYARD_CATALOG_PATH": str(catalog_path),
+        "TASKYARD_LLM_BASE_URL": llm_base_url,
+        "TASKYARD_LLM_MODEL": model,
+        "TASKYARD_HEALTH_PORT": str(port),
+    }
+
+
+async def test_worker_process_serves_health_runs_a_task_and_exits_cleanly(
+    harness: Harness, catalog_path: Path, service_logs: Path
+) -> None:
+    port = free_port()
+    settings = harness.settings
+    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
+    service = Service("worker-general", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    try:
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        message = await harness.submit("What is 12 * (3 + 4)?")
+        record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
+        assert record.result is not None and "84" in record.result["output"]
+        async with httpx.AsyncClient() as client:
+            metrics = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+            assert (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+        assert 'taskyard_tasks_finished_total{specialist="general",status="completed"} 1.0' in metrics
+        assert 'taskyard_tasks_finished_total{specialist="general",status="failed"} 0.0' in metrics
+        assert 'taskyard_llm_tokens_total{kind="prompt",specialist="general"}' in metrics
+        assert 'taskyard_task_duration_seconds_count{specialist="general"} 1.0' in metrics
+    finally:
+        code = await asyncio.to_thread(service.stop)
+    assert code == 0, service.log_tail()
+    log = service.log_tail(200)
+    assert "stop signal received" in log
+    # One line per task start and finish, and never the task's text.
+    assert f"task {message.task_id}: started" in log and f"task {message.task_id}: completed" in log
+    assert "12 * (3 + 4)" not in log
+
+
+def test_unknown_specialist_exits_with_a_clear_error(catalog_path: Path) -> None:
+    result = subprocess.run(
+        [str(BIN / "taskyard-worker"), "--specialist", "nope"],
+        env={"TASKYARD_CATALOG_PATH": str(catalog_path), "PATH": str(Path(sys.executable).parent)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "unknown specialist 'nope'" in result.stderr and "general" in result.stderr
