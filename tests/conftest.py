@@ -60,10 +60,10 @@ async def amqp_settings(amqp_url: str, test_id: str, catalog: Catalog) -> AsyncI
     connection = await aio_pika.connect(amqp_url, client_properties={"connection_name": f"cleanup {test_id}"})
     try:
         channel = await connection.channel()
-        for queue in [*topology.work_queue_names(catalog.names), topology.dead_letter_queue]:
+        for queue in topology.all_queue_names(catalog.names):
             # Queue.delete()'s default flags fail on quorum queues (540): use the channel's method.
             await channel.queue_delete(queue)
-        for exchange in (topology.intake_exchange, topology.tasks_exchange, topology.dead_letter_exchange):
+        for exchange in topology.all_exchange_names():
             await channel.exchange_delete(exchange)
     finally:
         await connection.close()

@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
-from taskyard_common.store import NewTask
+from taskyard_common.store import NewTask, StartOutcome
 from taskyard_common.store.migrate import migrate, migration_files
 
 pytestmark = pytest.mark.integration
@@ -24,12 +24,16 @@ async def test_full_lifecycle(store):
     await store.mark_published(created.id)
     assert await store.record_routing(created.id, DECISION)
     assert not await store.record_routing(created.id, DECISION), "routing twice must not apply"
-    running = await store.start(created.id)
-    assert running is not None and running.status is TaskStatus.RUNNING and running.attempts == 1
+    started = await store.start(created.id, owner="w1", lease_seconds=30, attempt=1)
+    assert started.outcome is StartOutcome.STARTED
+    running = started.record
+    assert running.status is TaskStatus.RUNNING and running.attempts == 1 and running.lease_owner == "w1"
     usage = Usage(prompt_tokens=3, completion_tokens=4, total_tokens=7)
-    assert await store.complete(created.id, {"output": "done"}, usage)
-    assert not await store.complete(created.id, {"output": "again"}, usage), "completed exactly once"
-    assert await store.start(created.id) is None, "a completed task is never started again"
+    assert not await store.complete(created.id, {"output": "x"}, usage, owner="w2"), "not the lease owner"
+    assert await store.complete(created.id, {"output": "done"}, usage, owner="w1")
+    assert not await store.complete(created.id, {"output": "again"}, usage, owner="w1"), "exactly once"
+    again = await store.start(created.id, owner="w1", lease_seconds=30, attempt=1)
+    assert again.outcome is StartOutcome.FINISHED, "a completed task is never started again"
     done = await store.get(created.id)
     assert done.status is TaskStatus.COMPLETED and done.result == {"output": "done"}
     assert done.usage == usage and done.routing == DECISION

@@ -13,7 +13,8 @@ from taskyard_common.amqp import Publisher, connect, server_version
 from taskyard_common.errors import PublishRejected, TopologyMismatch, Unroutable
 from taskyard_common.messages import IntakeMessage
 from taskyard_common.settings import AmqpSettings
-from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology, declare
+from taskyard_common.retry import publish_delayed
+from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology, declare, work_target
 
 pytestmark = pytest.mark.integration
 
@@ -110,8 +111,10 @@ async def test_full_queue_nacks_the_publish(connection, amqp_url, test_id, catal
                 )
     finally:
         await publisher.close()
-        for name in [*topology.work_queue_names(["general"]), topology.dead_letter_queue]:
+        for name in topology.all_queue_names(["general"]):
             await channel.queue_delete(name)
+        for exchange in topology.all_exchange_names():
+            await channel.exchange_delete(exchange)
 
 
 async def test_unroutable_publish_raises(connection, amqp_settings, catalog):
@@ -139,3 +142,21 @@ async def _get(queue: aio_pika.abc.AbstractQueue) -> aio_pika.abc.AbstractIncomi
             return message
         await asyncio.sleep(0.02)
     raise AssertionError(f"nothing arrived on {queue.name}")
+
+
+async def test_delayed_message_comes_back_to_its_target_queue(connection, amqp_settings, catalog):
+    topology = Topology(amqp_settings.prefix)
+    declared = await declare(await connection.channel(), topology, catalog.names, amqp_settings)
+    publisher = await Publisher.open(connection, amqp_settings)
+    try:
+        message = IntakeMessage(task_id=uuid.uuid4(), input="later")
+        tier = await publish_delayed(publisher, topology, work_target("general"), message, 0.5)
+        assert tier == 1
+        assert await declared.queues[topology.specialist_queue("general")].get(fail=False) is None
+        arrived = await _get(declared.queues[topology.specialist_queue("general")])
+        assert arrived.message_id == str(message.task_id)
+        # It arrives as a new message: waiting never counts toward the target's delivery limit.
+        assert not arrived.redelivered
+        await arrived.ack()
+    finally:
+        await publisher.close()

@@ -36,3 +36,25 @@ def test_work_queue_arguments_are_safe_quorum_defaults():
 
 def test_dead_letter_queue_does_not_dead_letter_itself():
     assert dead_letter_queue_arguments() == {"x-queue-type": "quorum"}
+
+
+def test_delay_tiers_round_up_and_cap():
+    from taskyard_common.topology import DELAY_TIERS, delay_tier
+
+    assert delay_tier(0) == 1
+    assert delay_tier(1) == 1
+    assert delay_tier(1.01) == 2
+    assert delay_tier(45) == 60
+    assert delay_tier(10**6) == DELAY_TIERS[-1]
+
+
+def test_backoff_grows_with_jitter_within_bounds():
+    import random
+
+    from taskyard_common.retry import backoff_seconds
+
+    rng = random.Random(7)
+    for attempt, ceiling in ((1, 2), (2, 4), (3, 8), (10, 60)):
+        for _ in range(50):
+            value = backoff_seconds(attempt, base=2, cap=60, rng=rng)
+            assert ceiling / 2 <= value <= ceiling

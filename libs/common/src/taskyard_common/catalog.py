@@ -35,9 +35,23 @@ class SpecialistSpec(BaseModel):
     model: str | None = None
     tools: tuple[str, ...] = ()
     max_steps: int = Field(default=6, ge=1, le=100)
+    # Run time of one attempt; a task may ask for another value up to max_timeout_seconds.
     timeout_seconds: float = Field(default=300.0, gt=0)
+    max_timeout_seconds: float = Field(default=3600.0, gt=0)
+    # Retry policy for transient failures (LLM 5xx, timeouts, connection errors).
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    backoff_base_seconds: float = Field(default=2.0, gt=0)
+    backoff_max_seconds: float = Field(default=300.0, gt=0)
     # In-flight tasks per worker process (the queue prefetch).
     concurrency: int = Field(default=16, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _limits(self) -> SpecialistSpec:
+        if self.timeout_seconds > self.max_timeout_seconds:
+            raise ValueError("timeout_seconds must not exceed max_timeout_seconds")
+        if self.backoff_base_seconds > self.backoff_max_seconds:
+            raise ValueError("backoff_base_seconds must not exceed backoff_max_seconds")
+        return self
 
 
 class Catalog(BaseModel):

@@ -25,13 +25,21 @@ TaskInput = str | dict[str, Any]
 class TaskStatus(StrEnum):
     PENDING = "pending"  # accepted, awaiting routing
     QUEUED = "queued"  # routed to a specialist queue
-    RUNNING = "running"
+    RUNNING = "running"  # a worker holds a lease on it
+    RETRYING = "retrying"  # a transient failure; the next attempt waits in a delay queue
     COMPLETED = "completed"
     FAILED = "failed"
+    DEAD_LETTERED = "dead_lettered"  # the broker gave up on its message (see the dead-letter API)
+    CANCELLED = "cancelled"
 
     @property
     def terminal(self) -> bool:
-        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED)
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset(
+    {TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.DEAD_LETTERED, TaskStatus.CANCELLED}
+)
 
 
 class RoutingMethod(StrEnum):
@@ -76,7 +84,14 @@ class Envelope(_Model):
     sent_at: datetime = Field(default_factory=utcnow)
 
 
-class IntakeMessage(Envelope):
+class _TaskLimits(_Model):
+    # Not started by then → failed with reason "expired".
+    deadline: datetime | None = None
+    # Per-attempt run time; None: the specialist's timeout_seconds.
+    timeout_seconds: float | None = Field(default=None, gt=0)
+
+
+class IntakeMessage(Envelope, _TaskLimits):
     """API → broker agent: a new task to route."""
 
     kind: Literal["intake"] = "intake"
@@ -85,14 +100,20 @@ class IntakeMessage(Envelope):
     metadata: dict[str, str] = Field(default_factory=dict)
 
 
-class WorkMessage(Envelope):
-    """Broker agent → specialist worker: a routed task to run."""
+class WorkMessage(Envelope, _TaskLimits):
+    """Broker agent → specialist worker: a routed task to run. ``attempt`` counts charged attempts."""
 
     kind: Literal["work"] = "work"
     specialist: SpecialistName
     input: TaskInput
     routing: RoutingDecision
     metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class ControlMessage(Envelope):
+    """API → every worker (fanout): stop running this task now."""
+
+    kind: Literal["cancel"] = "cancel"
 
 
 M = TypeVar("M", bound=Envelope)

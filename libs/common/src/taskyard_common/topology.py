@@ -19,6 +19,24 @@ from taskyard_common.settings import AmqpSettings
 
 INTAKE_ROUTING_KEY = "task"
 
+# Delay tiers in seconds: one TTL queue each. All messages in a tier expire in arrival order, so no delay
+# ever waits behind a longer one (per-message TTLs would: RabbitMQ expires only at the head of a queue).
+DELAY_TIERS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+INTAKE_TARGET = "intake"
+
+
+def work_target(specialist: str) -> str:
+    """The retry routing-key suffix of a specialist queue (``intake`` is the intake queue's)."""
+    return f"work.{specialist}"
+
+
+def delay_tier(seconds: float) -> int:
+    """The shortest tier that waits at least ``seconds`` (the longest tier caps it)."""
+    for tier in DELAY_TIERS:
+        if tier >= seconds:
+            return tier
+    return DELAY_TIERS[-1]
+
 
 @dataclass(frozen=True)
 class Topology:
@@ -39,6 +57,31 @@ class Topology:
     def specialist_queue(self, specialist: str) -> str:
         return f"{self.prefix}.work.{specialist}"
 
+    def quarantine_queue(self, specialist: str) -> str:
+        """Where a worker moves a redelivered message, to run it alone (see the worker's quarantine)."""
+        return f"{self.prefix}.quarantine.{specialist}"
+
+    @property
+    def quarantine_exchange(self) -> str:
+        return f"{self.prefix}.quarantine"
+
+    @property
+    def delay_exchange(self) -> str:
+        return f"{self.prefix}.delay"
+
+    def delay_queue(self, tier: int) -> str:
+        return f"{self.prefix}.delay.{tier}s"
+
+    @property
+    def retry_exchange(self) -> str:
+        """Where expired delayed messages land; routes ``<tier>.<target>`` back to the target queue."""
+        return f"{self.prefix}.retry"
+
+    @property
+    def control_exchange(self) -> str:
+        """Fanout of control messages (cancel) to every worker's own exclusive queue."""
+        return f"{self.prefix}.control"
+
     @property
     def dead_letter_exchange(self) -> str:
         return f"{self.prefix}.dlx"
@@ -49,6 +92,26 @@ class Topology:
 
     def work_queue_names(self, specialists: Iterable[str]) -> list[str]:
         return [self.intake_queue, *(self.specialist_queue(s) for s in specialists)]
+
+    def all_queue_names(self, specialists: Iterable[str]) -> list[str]:
+        names = list(specialists)
+        return [
+            *self.work_queue_names(names),
+            *(self.quarantine_queue(s) for s in names),
+            *(self.delay_queue(t) for t in DELAY_TIERS),
+            self.dead_letter_queue,
+        ]
+
+    def all_exchange_names(self) -> list[str]:
+        return [
+            self.intake_exchange,
+            self.tasks_exchange,
+            self.quarantine_exchange,
+            self.delay_exchange,
+            self.retry_exchange,
+            self.control_exchange,
+            self.dead_letter_exchange,
+        ]
 
 
 def work_queue_arguments(topology: Topology, settings: AmqpSettings) -> dict[str, Any]:
@@ -70,6 +133,15 @@ def work_queue_arguments(topology: Topology, settings: AmqpSettings) -> dict[str
     }
 
 
+def delay_queue_arguments(topology: Topology, settings: AmqpSettings, tier: int) -> dict[str, Any]:
+    """A TTL queue nobody consumes: expired messages dead-letter (at least once) to the retry exchange."""
+    return {
+        **work_queue_arguments(topology, settings),
+        "x-message-ttl": tier * 1000,
+        "x-dead-letter-exchange": topology.retry_exchange,
+    }
+
+
 def dead_letter_queue_arguments() -> dict[str, Any]:
     # No max length and no dead-lettering of its own: the dead-letter queue is the end of the line.
     return {"x-queue-type": "quorum"}
@@ -81,6 +153,7 @@ class Declared:
     tasks_exchange: AbstractExchange
     dead_letter_exchange: AbstractExchange
     queues: dict[str, AbstractQueue]
+    control_exchange: AbstractExchange | None = None
 
 
 async def declare(
@@ -104,17 +177,43 @@ async def declare(
         await dlq.bind(dlx, routing_key="#")
         queues[topology.dead_letter_queue] = dlq
 
+        quarantine_x = await channel.declare_exchange(
+            topology.quarantine_exchange, aio_pika.ExchangeType.DIRECT, durable=True
+        )
+        retry_x = await channel.declare_exchange(
+            topology.retry_exchange, aio_pika.ExchangeType.TOPIC, durable=True
+        )
+        delay_x = await channel.declare_exchange(
+            topology.delay_exchange, aio_pika.ExchangeType.TOPIC, durable=True
+        )
+        control_x = await channel.declare_exchange(
+            topology.control_exchange, aio_pika.ExchangeType.FANOUT, durable=True
+        )
+
         args = work_queue_arguments(topology, settings)
         intake_q = await channel.declare_queue(topology.intake_queue, durable=True, arguments=args)
         await intake_q.bind(intake_x, routing_key=INTAKE_ROUTING_KEY)
+        await intake_q.bind(retry_x, routing_key=f"*.{INTAKE_TARGET}")
         queues[topology.intake_queue] = intake_q
         for name in specialists:
             queue = await channel.declare_queue(topology.specialist_queue(name), durable=True, arguments=args)
             await queue.bind(tasks_x, routing_key=name)
+            await queue.bind(retry_x, routing_key=f"*.{work_target(name)}")
             queues[queue.name] = queue
+            quarantine = await channel.declare_queue(
+                topology.quarantine_queue(name), durable=True, arguments=args
+            )
+            await quarantine.bind(quarantine_x, routing_key=name)
+            queues[quarantine.name] = quarantine
+        for tier in DELAY_TIERS:
+            delay_q = await channel.declare_queue(
+                topology.delay_queue(tier), durable=True, arguments=delay_queue_arguments(topology, settings, tier)
+            )
+            await delay_q.bind(delay_x, routing_key=f"{tier}.#")
+            queues[delay_q.name] = delay_q
     except aiormq.exceptions.ChannelPreconditionFailed as exc:
         raise TopologyMismatch(
             f"{exc}: a queue already exists with other arguments. Queue arguments cannot change after "
             "declaration: delete the queue (after draining it) or keep the previous settings."
         ) from exc
-    return Declared(intake_x, tasks_x, dlx, queues)
+    return Declared(intake_x, tasks_x, dlx, queues, control_x)

@@ -1,6 +1,22 @@
 """The task store: a small interface (``TaskStore``) and its PostgreSQL implementation."""
 
-from taskyard_common.store.base import NewTask, TaskRecord, TaskStore
-from taskyard_common.store.postgres import PostgresTaskStore
+from taskyard_common.store.base import (
+    DeadLetterRecord,
+    NewTask,
+    StartOutcome,
+    StartResult,
+    TaskRecord,
+    TaskStore,
+)
+from taskyard_common.store.postgres import PostgresTaskStore, StoreUnavailable
 
-__all__ = ["NewTask", "PostgresTaskStore", "TaskRecord", "TaskStore"]
+__all__ = [
+    "DeadLetterRecord",
+    "NewTask",
+    "PostgresTaskStore",
+    "StartOutcome",
+    "StartResult",
+    "StoreUnavailable",
+    "TaskRecord",
+    "TaskStore",
+]

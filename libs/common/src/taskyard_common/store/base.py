@@ -6,7 +6,9 @@ message can never move a task backwards or complete it twice; the boolean result
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -22,6 +24,8 @@ class NewTask(BaseModel):
     input: TaskInput
     metadata: dict[str, str]
     requested_specialist: str | None = None
+    deadline: datetime | None = None
+    timeout_seconds: float | None = None
 
 
 class TaskRecord(BaseModel):
@@ -44,6 +48,46 @@ class TaskRecord(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    next_attempt_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    lease_expirations: int = 0
+    cancel_requested_at: datetime | None = None
+    deadline: datetime | None = None
+    timeout_seconds: float | None = None
+    attempt_log: list[dict[str, Any]] = []
+    dead_letter: dict[str, Any] | None = None
+
+
+class StartOutcome(StrEnum):
+    STARTED = "started"  # the caller now holds the lease and runs the task
+    FINISHED = "finished"  # already terminal (a duplicate or late delivery): nothing to run
+    LEASED = "leased"  # another worker holds a live lease: try again once it may have expired
+    EXPIRED = "expired"  # its deadline passed before it started: now failed with reason "expired"
+    CANCELLED = "cancelled"  # cancellation was requested before it started: now cancelled
+    NOT_ROUTED = "not_routed"  # still pending: the routing commit is not visible yet
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class StartResult:
+    outcome: StartOutcome
+    record: TaskRecord | None = None
+    # For LEASED: seconds until the other worker's lease runs out.
+    lease_remaining_seconds: float = 0.0
+
+
+class DeadLetterRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    task_id: UUID
+    specialist: str | None
+    reason: str
+    queue: str
+    deaths: list[dict[str, Any]]
+    message: dict[str, Any]
+    recorded_at: datetime
+    task_status: TaskStatus
 
 
 # A page position: the (created_at, id) of the last task seen, newest first.
@@ -75,16 +119,80 @@ class TaskStore(Protocol):
         """pending → queued with the decision; False when the task is no longer pending."""
         ...
 
-    async def start(self, task_id: UUID) -> TaskRecord | None:
-        """queued/running → running, one more attempt; None when the task is unknown or already terminal."""
+    async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
+        """Take the task's lease: queued/retrying (or running with an expired lease, or already ours) →
+        running. Checks cancellation and the deadline first."""
         ...
 
-    async def complete(self, task_id: UUID, result: dict[str, Any], usage: Usage) -> bool:
-        """running → completed; False when it was not running (a duplicate delivery finished it already)."""
+    async def heartbeat(
+        self, owner: str, task_ids: list[UUID], lease_seconds: float
+    ) -> tuple[set[UUID], set[UUID]]:
+        """Extend ``owner``'s leases; returns (ids still held, ids whose cancellation was requested)."""
         ...
 
-    async def fail(self, task_id: UUID, error: dict[str, Any], usage: Usage) -> bool:
-        """Any non-terminal status → failed; False when the task is already terminal."""
+    async def complete(self, task_id: UUID, result: dict[str, Any], usage: Usage, owner: str) -> bool:
+        """running (leased by ``owner``) → completed; False when another delivery finished it already."""
+        ...
+
+    async def fail(
+        self, task_id: UUID, error: dict[str, Any], usage: Usage, owner: str | None = None
+    ) -> bool:
+        """→ failed: from running leased by ``owner``, or from any non-terminal status when no owner."""
+        ...
+
+    async def schedule_retry(
+        self, task_id: UUID, owner: str, *, entry: dict[str, Any], next_attempt_at: datetime, usage: Usage
+    ) -> bool:
+        """running (``owner``) → retrying until ``next_attempt_at``; ``entry`` is appended to attempt_log."""
+        ...
+
+    async def release(self, task_id: UUID, owner: str) -> bool:
+        """running (``owner``) → queued, lease dropped: a graceful hand-back, no attempt charged."""
+        ...
+
+    async def cancel_running(self, task_id: UUID, owner: str, usage: Usage) -> bool:
+        """running (``owner``) → cancelled, after the worker stopped it."""
+        ...
+
+    async def request_cancel(self, task_id: UUID) -> TaskRecord | None:
+        """pending/queued/retrying → cancelled at once; running → cancel requested (the worker stops it);
+        terminal → unchanged. None when unknown. Returns the task as it is now."""
+        ...
+
+    async def expired_leases(self, limit: int) -> list[TaskRecord]: ...
+
+    async def reclaim(self, task_id: UUID, max_expirations: int) -> TaskStatus | None:
+        """A running task whose lease expired → queued (to publish again), or dead_lettered with reason
+        ``delivery_limit`` once its leases expired ``max_expirations`` times. None if it was not expired."""
+        ...
+
+    async def record_dead_letter(
+        self,
+        task_id: UUID,
+        *,
+        reason: str,
+        queue: str,
+        deaths: list[dict[str, Any]],
+        message: dict[str, Any],
+        specialist: str | None,
+    ) -> bool:
+        """A non-terminal task → dead_lettered, keeping the message for replay; False if the task is
+        unknown or already terminal (a stray duplicate died: nothing to do)."""
+        ...
+
+    async def list_dead_letters(
+        self, *, specialist: str | None, reason: str | None, limit: int, after: tuple[datetime, UUID] | None
+    ) -> list[DeadLetterRecord]: ...
+
+    async def get_dead_letter(self, task_id: UUID) -> DeadLetterRecord | None: ...
+
+    async def replay_dead_letter(self, task_id: UUID, specialist: str | None) -> TaskRecord | None:
+        """Take the dead letter back: the task becomes queued (pending when it was never routed and no
+        specialist is given) with attempts reset. None when there is no such open dead letter."""
+        ...
+
+    async def discard_dead_letter(self, task_id: UUID) -> bool:
+        """Close the dead letter without replaying; the task stays dead_lettered."""
         ...
 
     async def close(self) -> None: ...

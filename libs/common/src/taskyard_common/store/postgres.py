@@ -1,53 +1,36 @@
-"""PostgreSQL implementation of ``TaskStore`` on an asyncpg pool; one statement per transition."""
+"""PostgreSQL implementation of ``TaskStore`` on an asyncpg pool; one statement per transition.
+
+The class is assembled from one mixin per concern (tasks, leases, dead letters) to keep modules small.
+"""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
-from taskyard_common.errors import TransientError
 from taskyard_common.messages import RoutingDecision, TaskStatus, Usage
 from taskyard_common.settings import DbSettings
+from taskyard_common.store._pg import (
+    CLEAR_LEASE,
+    COLUMNS,
+    NON_TERMINAL,
+    UNAVAILABLE,
+    PoolStore,
+    StoreUnavailable,
+    init_connection,
+    to_record,
+)
 from taskyard_common.store.base import Cursor, NewTask, TaskRecord
+from taskyard_common.store.dead_letters import DeadLetterQueries
+from taskyard_common.store.leases import LeaseQueries
 
-_COLUMNS = (
-    "id, status, input, metadata, requested_specialist, specialist, routing, attempts, result, error,"
-    " usage, created_at, published_at, routed_at, started_at, finished_at, updated_at"
-)
-
-# Errors that mean "the database is (momentarily) unreachable", not "this request is wrong".
-_UNAVAILABLE = (
-    OSError,
-    TimeoutError,
-    asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.exceptions.InterfaceError,
-    asyncpg.exceptions.TooManyConnectionsError,
-)
+__all__ = ["PostgresTaskStore", "StoreUnavailable"]
 
 
-class StoreUnavailable(TransientError):
-    """The database could not be reached; the operation may succeed later."""
-
-
-async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-
-
-def _record(row: asyncpg.Record) -> TaskRecord:
-    data = dict(row)
-    data["status"] = TaskStatus(data["status"])
-    return TaskRecord.model_validate(data)
-
-
-class PostgresTaskStore:
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
+class PostgresTaskStore(LeaseQueries, DeadLetterQueries, PoolStore):
     @classmethod
     async def open(cls, settings: DbSettings) -> PostgresTaskStore:
         try:
@@ -57,41 +40,28 @@ class PostgresTaskStore:
                 max_size=settings.pool_max_size,
                 command_timeout=settings.command_timeout_seconds,
                 server_settings={"search_path": settings.db_schema, "application_name": "taskyard"},
-                init=_init_connection,
+                init=init_connection,
             )
-        except _UNAVAILABLE as exc:
+        except UNAVAILABLE as exc:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc
         return cls(pool)
-
-    async def close(self) -> None:
-        await self._pool.close()
-
-    async def _fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
-        try:
-            return await self._pool.fetchrow(sql, *args)
-        except _UNAVAILABLE as exc:
-            raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
-
-    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        try:
-            return await self._pool.fetch(sql, *args)
-        except _UNAVAILABLE as exc:
-            raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
 
     async def ping(self) -> None:
         await self._fetchrow("SELECT 1")
 
     async def create(self, task: NewTask) -> TaskRecord:
         row = await self._fetchrow(
-            f"INSERT INTO tasks (id, status, input, metadata, requested_specialist)"
-            f" VALUES ($1, 'pending', $2, $3, $4) RETURNING {_COLUMNS}",
+            "INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline, timeout_seconds)"
+            f" VALUES ($1, 'pending', $2, $3, $4, $5, $6) RETURNING {COLUMNS}",
             task.id,
             task.input,
             task.metadata,
             task.requested_specialist,
+            task.deadline,
+            task.timeout_seconds,
         )
         assert row is not None
-        return _record(row)
+        return to_record(row)
 
     async def mark_published(self, task_id: UUID) -> None:
         await self._fetchrow(
@@ -108,16 +78,16 @@ class PostgresTaskStore:
 
     async def unpublished(self, older_than: datetime, limit: int) -> list[TaskRecord]:
         rows = await self._fetch(
-            f"SELECT {_COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'pending'"
+            f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'pending'"
             " AND created_at < $1 ORDER BY created_at LIMIT $2",
             older_than,
             limit,
         )
-        return [_record(r) for r in rows]
+        return [to_record(r) for r in rows]
 
     async def get(self, task_id: UUID) -> TaskRecord | None:
-        row = await self._fetchrow(f"SELECT {_COLUMNS} FROM tasks WHERE id = $1", task_id)
-        return _record(row) if row else None
+        row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
+        return to_record(row) if row else None
 
     async def list(
         self, *, status: TaskStatus | None, specialist: str | None, limit: int, after: Cursor | None
@@ -135,10 +105,10 @@ class PostgresTaskStore:
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         args.append(limit)
         rows = await self._fetch(
-            f"SELECT {_COLUMNS} FROM tasks {where} ORDER BY created_at DESC, id DESC LIMIT ${len(args)}",
+            f"SELECT {COLUMNS} FROM tasks {where} ORDER BY created_at DESC, id DESC LIMIT ${len(args)}",
             *args,
         )
-        return [_record(r) for r in rows]
+        return [to_record(r) for r in rows]
 
     async def record_routing(self, task_id: UUID, decision: RoutingDecision) -> bool:
         row = await self._fetchrow(
@@ -151,34 +121,30 @@ class PostgresTaskStore:
         )
         return row is not None
 
-    async def start(self, task_id: UUID) -> TaskRecord | None:
+    async def complete(self, task_id: UUID, result: dict[str, Any], usage: Usage, owner: str) -> bool:
         row = await self._fetchrow(
-            "UPDATE tasks SET status = 'running', attempts = attempts + 1,"
-            " started_at = clock_timestamp(), updated_at = clock_timestamp()"
-            f" WHERE id = $1 AND status IN ('queued', 'running') RETURNING {_COLUMNS}",
-            task_id,
-        )
-        return _record(row) if row else None
-
-    async def complete(self, task_id: UUID, result: dict[str, Any], usage: Usage) -> bool:
-        return await self._finish(task_id, "completed", "result", result, usage, "('running')")
-
-    async def fail(self, task_id: UUID, error: dict[str, Any], usage: Usage) -> bool:
-        # Any non-terminal task can fail: the broker agent fails tasks it cannot route before they run.
-        return await self._finish(
-            task_id, "failed", "error", error, usage, "('pending', 'queued', 'running')"
-        )
-
-    async def _finish(
-        self, task_id: UUID, status: str, column: str, value: dict[str, Any], usage: Usage, from_statuses: str
-    ) -> bool:
-        row = await self._fetchrow(
-            f"UPDATE tasks SET status = $2, {column} = $3, usage = $4,"
+            f"UPDATE tasks SET status = 'completed', result = $3, usage = $4, {CLEAR_LEASE},"
             " finished_at = clock_timestamp(), updated_at = clock_timestamp()"
-            f" WHERE id = $1 AND status IN {from_statuses} RETURNING id",
+            " WHERE id = $1 AND status = 'running' AND lease_owner = $2 RETURNING id",
             task_id,
-            status,
-            value,
+            owner,
+            result,
             usage.model_dump(),
+        )
+        return row is not None
+
+    async def fail(
+        self, task_id: UUID, error: dict[str, Any], usage: Usage, owner: str | None = None
+    ) -> bool:
+        # Without an owner (the broker agent), any non-terminal task can fail, e.g. one it cannot route.
+        condition = "status = 'running' AND lease_owner = $4" if owner else f"status IN {NON_TERMINAL}"
+        args: list[Any] = [task_id, error, usage.model_dump()]
+        if owner:
+            args.append(owner)
+        row = await self._fetchrow(
+            f"UPDATE tasks SET status = 'failed', error = $2, usage = $3, {CLEAR_LEASE},"
+            " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()"
+            f" WHERE id = $1 AND {condition} RETURNING id",
+            *args,
         )
         return row is not None

@@ -1,0 +1,32 @@
+"""Delayed retries without blocking a consumer: publish to a TTL tier queue that dead-letters back.
+
+A message for ``target`` (``intake`` or ``work.<specialist>``) goes to the delay exchange with routing key
+``<tier>.<target>``; the tier queue holds it for ``tier`` seconds, then dead-letters it to the retry
+exchange, whose bindings ``*.<target>`` route it back to the target queue. The message arrives there as a
+new message, so waiting never counts toward the target queue's delivery limit.
+"""
+
+from __future__ import annotations
+
+import random
+
+from taskyard_common.amqp import Publisher
+from taskyard_common.messages import Envelope
+from taskyard_common.topology import Topology, delay_tier
+
+
+def backoff_seconds(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
+    """Exponential backoff with equal jitter for the ``attempt``-th failure (1-based): between half and
+    all of ``min(cap, base * 2**(attempt-1))``, so retries of many tasks spread instead of marching."""
+    ceiling = min(cap, base * 2 ** max(0, attempt - 1))
+    return (rng or random).uniform(ceiling / 2, ceiling)
+
+
+async def publish_delayed(
+    publisher: Publisher, topology: Topology, target: str, message: Envelope, delay_seconds: float
+) -> int:
+    """Publish ``message`` to come back to ``target`` after at least ``delay_seconds`` (rounded up to a
+    tier); returns the delay actually applied."""
+    tier = delay_tier(delay_seconds)
+    await publisher.publish(topology.delay_exchange, f"{tier}.{target}", message)
+    return tier

@@ -1,0 +1,78 @@
+"""Shared plumbing of the PostgreSQL store: the pool, the column list, error mapping, row → record."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+
+from taskyard_common.errors import TransientError
+from taskyard_common.messages import TaskStatus
+from taskyard_common.store.base import TaskRecord
+
+COLUMNS = (
+    "id, status, input, metadata, requested_specialist, specialist, routing, attempts, result, error,"
+    " usage, created_at, published_at, routed_at, started_at, finished_at, updated_at,"
+    " next_attempt_at, lease_owner, lease_expires_at, lease_expirations, cancel_requested_at, deadline,"
+    " timeout_seconds, attempt_log, dead_letter"
+)
+NON_TERMINAL = "('pending', 'queued', 'running', 'retrying')"
+# Dropping a lease: shared by every transition out of running.
+CLEAR_LEASE = "lease_owner = NULL, lease_expires_at = NULL"
+
+# Errors that mean "the database is (momentarily) unreachable", not "this request is wrong".
+UNAVAILABLE = (
+    OSError,
+    TimeoutError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.TooManyConnectionsError,
+)
+
+
+class StoreUnavailable(TransientError):
+    """The database could not be reached; the operation may succeed later."""
+
+
+async def init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+def to_record(row: asyncpg.Record) -> TaskRecord:
+    data = dict(row)
+    data["status"] = TaskStatus(data["status"])
+    return TaskRecord.model_validate(data)
+
+
+class PoolStore:
+    """Query helpers that turn connection trouble into ``StoreUnavailable``."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def _fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        try:
+            return await self._pool.fetchrow(sql, *args)
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        try:
+            return await self._pool.fetch(sql, *args)
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield conn
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc

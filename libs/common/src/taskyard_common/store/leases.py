@@ -1,0 +1,153 @@
+"""Leases and the transitions around running a task: start, heartbeat, retry, hand-back, cancel, reclaim.
+
+A worker that starts a task takes a lease (owner + expiry) and extends it with a heartbeat while the task
+runs. Every transition out of ``running`` is conditional on the lease owner, so a worker that lost its
+lease (it stalled, the reaper reclaimed the task, another worker took over) can no longer record anything.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from taskyard_common.messages import TERMINAL_STATUSES, TaskStatus, Usage
+from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, to_record
+from taskyard_common.store.base import StartOutcome, StartResult, TaskRecord
+
+
+class LeaseQueries(PoolStore):
+    async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
+        async with self._transaction() as conn:
+            row = await conn.fetchrow(
+                "SELECT status, lease_owner, deadline, cancel_requested_at, clock_timestamp() AS now,"
+                " extract(epoch FROM lease_expires_at - clock_timestamp()) AS remaining"
+                " FROM tasks WHERE id = $1 FOR UPDATE",
+                task_id,
+            )
+            if row is None:
+                return StartResult(StartOutcome.UNKNOWN)
+            status = TaskStatus(row["status"])
+            if status in TERMINAL_STATUSES:
+                return StartResult(StartOutcome.FINISHED)
+            if status is TaskStatus.PENDING:
+                return StartResult(StartOutcome.NOT_ROUTED)
+            remaining = float(row["remaining"] or 0.0)
+            if status is TaskStatus.RUNNING and row["lease_owner"] != owner and remaining > 0:
+                return StartResult(StartOutcome.LEASED, lease_remaining_seconds=remaining)
+            if row["cancel_requested_at"] is not None:
+                await conn.execute(
+                    f"UPDATE tasks SET status = 'cancelled', {CLEAR_LEASE}, finished_at = clock_timestamp(),"
+                    " updated_at = clock_timestamp() WHERE id = $1",
+                    task_id,
+                )
+                return StartResult(StartOutcome.CANCELLED)
+            if status is not TaskStatus.RUNNING and row["deadline"] is not None and row["deadline"] < row["now"]:
+                await conn.execute(
+                    "UPDATE tasks SET status = 'failed', error = $2, finished_at = clock_timestamp(),"
+                    " next_attempt_at = NULL, updated_at = clock_timestamp() WHERE id = $1",
+                    task_id,
+                    {"type": "expired", "message": "the task's deadline passed before it could start"},
+                )
+                return StartResult(StartOutcome.EXPIRED)
+            started = await conn.fetchrow(
+                "UPDATE tasks SET status = 'running', attempts = GREATEST(attempts, $3), lease_owner = $2,"
+                " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
+                " started_at = clock_timestamp(), updated_at = clock_timestamp()"
+                f" WHERE id = $1 RETURNING {COLUMNS}",
+                task_id,
+                owner,
+                attempt,
+                lease_seconds,
+            )
+            return StartResult(StartOutcome.STARTED, to_record(started))
+
+    async def heartbeat(
+        self, owner: str, task_ids: list[UUID], lease_seconds: float
+    ) -> tuple[set[UUID], set[UUID]]:
+        if not task_ids:
+            return set(), set()
+        rows = await self._fetch(
+            "UPDATE tasks SET lease_expires_at = clock_timestamp() + make_interval(secs => $3)"
+            " WHERE id = ANY($1::uuid[]) AND status = 'running' AND lease_owner = $2"
+            " RETURNING id, cancel_requested_at IS NOT NULL AS cancel",
+            task_ids,
+            owner,
+            lease_seconds,
+        )
+        return {r["id"] for r in rows}, {r["id"] for r in rows if r["cancel"]}
+
+    async def schedule_retry(
+        self, task_id: UUID, owner: str, *, entry: dict[str, Any], next_attempt_at: datetime, usage: Usage
+    ) -> bool:
+        row = await self._fetchrow(
+            f"UPDATE tasks SET status = 'retrying', {CLEAR_LEASE}, next_attempt_at = $3,"
+            " attempt_log = attempt_log || jsonb_build_array($4::jsonb), usage = $5,"
+            " updated_at = clock_timestamp()"
+            " WHERE id = $1 AND status = 'running' AND lease_owner = $2 RETURNING id",
+            task_id,
+            owner,
+            next_attempt_at,
+            entry,
+            usage.model_dump(),
+        )
+        return row is not None
+
+    async def release(self, task_id: UUID, owner: str) -> bool:
+        row = await self._fetchrow(
+            f"UPDATE tasks SET status = 'queued', {CLEAR_LEASE}, updated_at = clock_timestamp()"
+            " WHERE id = $1 AND status = 'running' AND lease_owner = $2 RETURNING id",
+            task_id,
+            owner,
+        )
+        return row is not None
+
+    async def cancel_running(self, task_id: UUID, owner: str, usage: Usage) -> bool:
+        row = await self._fetchrow(
+            f"UPDATE tasks SET status = 'cancelled', {CLEAR_LEASE}, usage = $3,"
+            " finished_at = clock_timestamp(), updated_at = clock_timestamp()"
+            " WHERE id = $1 AND status = 'running' AND lease_owner = $2 RETURNING id",
+            task_id,
+            owner,
+            usage.model_dump(),
+        )
+        return row is not None
+
+    async def request_cancel(self, task_id: UUID) -> TaskRecord | None:
+        row = await self._fetchrow(
+            "UPDATE tasks SET"
+            " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
+            " cancel_requested_at = COALESCE(cancel_requested_at, clock_timestamp()),"
+            " finished_at = CASE WHEN status = 'running' THEN finished_at ELSE clock_timestamp() END,"
+            " next_attempt_at = NULL, updated_at = clock_timestamp()"
+            f" WHERE id = $1 AND status IN ('pending', 'queued', 'retrying', 'running') RETURNING {COLUMNS}",
+            task_id,
+        )
+        if row is not None:
+            return to_record(row)
+        row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
+        return to_record(row) if row else None
+
+    async def expired_leases(self, limit: int) -> list[TaskRecord]:
+        rows = await self._fetch(
+            f"SELECT {COLUMNS} FROM tasks WHERE status = 'running' AND lease_expires_at < clock_timestamp()"
+            " ORDER BY lease_expires_at LIMIT $1",
+            limit,
+        )
+        return [to_record(r) for r in rows]
+
+    async def reclaim(self, task_id: UUID, max_expirations: int) -> TaskStatus | None:
+        row = await self._fetchrow(
+            "UPDATE tasks SET"
+            " status = CASE WHEN lease_expirations + 1 > $2 THEN 'dead_lettered' ELSE 'queued' END,"
+            " dead_letter = CASE WHEN lease_expirations + 1 > $2 THEN jsonb_build_object("
+            "   'reason', 'delivery_limit', 'queue', 'lease', 'count', lease_expirations + 1,"
+            "   'deaths', '[]'::jsonb, 'at', clock_timestamp()) ELSE dead_letter END,"
+            " finished_at = CASE WHEN lease_expirations + 1 > $2 THEN clock_timestamp() ELSE NULL END,"
+            f" lease_expirations = lease_expirations + 1, {CLEAR_LEASE}, updated_at = clock_timestamp()"
+            " WHERE id = $1 AND status = 'running' AND lease_expires_at < clock_timestamp()"
+            " RETURNING status",
+            task_id,
+            max_expirations,
+        )
+        return TaskStatus(row["status"]) if row else None

@@ -1,0 +1,120 @@
+"""Leases, retries, cancellation, deadlines, reclaiming and dead letters in the real PostgreSQL store."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
+from taskyard_common.store import NewTask, StartOutcome
+
+pytestmark = pytest.mark.integration
+
+DECISION = RoutingDecision(method=RoutingMethod.RULES, specialist="general", reason="r", confidence=0.4)
+
+
+async def queued(store, **kwargs):
+    task = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}, **kwargs))
+    assert await store.record_routing(task.id, DECISION)
+    return task.id
+
+
+async def test_a_live_lease_is_not_taken_over_an_expired_one_is(store):
+    task_id = await queued(store)
+    assert (await store.start(task_id, owner="a", lease_seconds=30, attempt=1)).outcome is StartOutcome.STARTED
+    leased = await store.start(task_id, owner="b", lease_seconds=30, attempt=1)
+    assert leased.outcome is StartOutcome.LEASED and 0 < leased.lease_remaining_seconds <= 30
+    # The owner itself may start again (a redelivery to the same worker).
+    assert (await store.start(task_id, owner="a", lease_seconds=30, attempt=1)).outcome is StartOutcome.STARTED
+    other = await queued(store)
+    await store.start(other, owner="a", lease_seconds=0, attempt=1)
+    taken = await store.start(other, owner="b", lease_seconds=30, attempt=1)
+    assert taken.outcome is StartOutcome.STARTED and taken.record.lease_owner == "b"
+    assert not await store.complete(other, {}, Usage(), owner="a"), "the old owner lost the task"
+
+
+async def test_heartbeat_extends_and_reports_cancellation(store):
+    one, two = await queued(store), await queued(store)
+    for task_id in (one, two):
+        await store.start(task_id, owner="w", lease_seconds=5, attempt=1)
+    held, cancel = await store.heartbeat("w", [one, two], 60)
+    assert held == {one, two} and cancel == set()
+    assert (await store.request_cancel(one)).status is TaskStatus.RUNNING
+    held, cancel = await store.heartbeat("w", [one, two, uuid.uuid4()], 60)
+    assert held == {one, two} and cancel == {one}
+    assert await store.cancel_running(one, "w", Usage())
+    assert (await store.get(one)).status is TaskStatus.CANCELLED
+
+
+async def test_cancel_before_running_is_immediate_and_terminal_is_unchanged(store):
+    task_id = await queued(store)
+    assert (await store.request_cancel(task_id)).status is TaskStatus.CANCELLED
+    assert (await store.start(task_id, owner="w", lease_seconds=5, attempt=1)).outcome is StartOutcome.FINISHED
+    assert (await store.request_cancel(task_id)).status is TaskStatus.CANCELLED
+    assert await store.request_cancel(uuid.uuid4()) is None
+
+
+async def test_retry_records_the_attempt_and_the_next_start_counts_it(store):
+    task_id = await queued(store)
+    await store.start(task_id, owner="w", lease_seconds=5, attempt=1)
+    due = datetime.now(UTC) + timedelta(seconds=2)
+    entry = {"attempt": 1, "error": "LLM answered HTTP 500", "delay_seconds": 2, "charged": True}
+    assert await store.schedule_retry(task_id, "w", entry=entry, next_attempt_at=due, usage=Usage())
+    retrying = await store.get(task_id)
+    assert retrying.status is TaskStatus.RETRYING and retrying.next_attempt_at == due
+    assert retrying.attempt_log == [entry] and retrying.lease_owner is None
+    second = await store.start(task_id, owner="w2", lease_seconds=5, attempt=2)
+    assert second.outcome is StartOutcome.STARTED and second.record.attempts == 2
+    assert second.record.next_attempt_at is None
+
+
+async def test_deadline_passed_before_start_fails_as_expired(store):
+    task_id = await queued(store, deadline=datetime.now(UTC) - timedelta(seconds=1))
+    assert (await store.start(task_id, owner="w", lease_seconds=5, attempt=1)).outcome is StartOutcome.EXPIRED
+    task = await store.get(task_id)
+    assert task.status is TaskStatus.FAILED and task.error["type"] == "expired"
+
+
+async def test_release_hands_back_without_charging(store):
+    task_id = await queued(store)
+    await store.start(task_id, owner="w", lease_seconds=5, attempt=1)
+    assert await store.release(task_id, "w")
+    task = await store.get(task_id)
+    assert task.status is TaskStatus.QUEUED and task.attempts == 1 and task.lease_owner is None
+
+
+async def test_reclaim_requeues_then_dead_letters_after_the_limit(store):
+    task_id = await queued(store)
+    for expected in (TaskStatus.QUEUED, TaskStatus.QUEUED, TaskStatus.DEAD_LETTERED):
+        await store.start(task_id, owner="w", lease_seconds=0, attempt=1)
+        assert [t.id for t in await store.expired_leases(10)] == [task_id]
+        assert await store.reclaim(task_id, max_expirations=2) is expected
+    task = await store.get(task_id)
+    assert task.dead_letter["reason"] == "delivery_limit" and task.lease_expirations == 3
+
+
+async def test_dead_letter_record_list_replay_discard(store):
+    one, two = await queued(store), await queued(store)
+    deaths = [{"reason": "delivery_limit", "queue": "p.work.general", "count": 1}]
+    for task_id in (one, two):
+        assert await store.record_dead_letter(
+            task_id, reason="delivery_limit", queue="p.work.general", deaths=deaths,
+            message={"task_id": str(task_id)}, specialist="general",
+        )
+    assert not await store.record_dead_letter(
+        uuid.uuid4(), reason="rejected", queue="q", deaths=[], message={}, specialist=None
+    ), "an unknown task records nothing"
+    letters = await store.list_dead_letters(specialist="general", reason="delivery_limit", limit=10, after=None)
+    assert {d.task_id for d in letters} == {one, two}
+    assert all(d.task_status is TaskStatus.DEAD_LETTERED for d in letters)
+    assert await store.list_dead_letters(specialist=None, reason="expired", limit=10, after=None) == []
+
+    replayed = await store.replay_dead_letter(one, specialist="summarizer")
+    assert replayed.status is TaskStatus.QUEUED and replayed.attempts == 0
+    assert replayed.specialist == "summarizer" and replayed.routing.method is RoutingMethod.EXPLICIT
+    assert await store.replay_dead_letter(one, specialist=None) is None, "replayed once"
+
+    assert await store.discard_dead_letter(two)
+    assert not await store.discard_dead_letter(two)
+    assert (await store.get(two)).status is TaskStatus.DEAD_LETTERED
+    assert await store.list_dead_letters(specialist=None, reason=None, limit=10, after=None) == []
