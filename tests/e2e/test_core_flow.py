@@ -8,7 +8,7 @@ import itertools
 import httpx
 import pytest
 
-from tests.e2e.conftest import System, fetch_text, metric_sum
+from tests.support.cluster import Cluster, metric_sum
 from tests.support.processes import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -43,9 +43,12 @@ async def submit(client: httpx.AsyncClient, body: dict) -> dict:
     return document
 
 
-async def test_one_hundred_tasks_complete_with_the_right_routing(system: System, catalog):
+async def test_one_hundred_tasks_complete_with_the_right_routing(cluster: Cluster, catalog):
+    api = await cluster.start_api()
+    broker = await cluster.start_broker_agent()
+    workers = [await cluster.start_worker(name) for name in catalog.names]
     expected: dict[str, tuple[str, str]] = {}  # id -> (method, specialist)
-    async with httpx.AsyncClient(base_url=system.api_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=cluster.api_url, timeout=30) as client:
         bodies = []
         names = itertools.cycle(catalog.names)
         for i in range(40):
@@ -75,7 +78,7 @@ async def test_one_hundred_tasks_complete_with_the_right_routing(system: System,
         async def all_completed() -> bool:
             for status in ("failed",):
                 failed = (await client.get("/v1/tasks", params={"status": status, "limit": 200})).json()
-                assert not failed["items"], f"tasks failed: {failed['items'][:2]}\n{system.logs()}"
+                assert not failed["items"], f"tasks failed: {failed['items'][:2]}\n{cluster.logs()}"
             page = (await client.get("/v1/tasks", params={"status": "completed", "limit": 200})).json()
             return len(page["items"]) == 100
 
@@ -93,14 +96,13 @@ async def test_one_hundred_tasks_complete_with_the_right_routing(system: System,
             result = await client.get(f"/v1/tasks/{task_id}/result")
             assert result.status_code == 200
 
-        api_metrics = await fetch_text(client, f"{system.api_url}/metrics")
-        assert metric_sum(api_metrics, "taskyard_tasks_submitted_total") == 100
-        broker_metrics = await fetch_text(client, system.broker_metrics_url)
-        assert metric_sum(broker_metrics, "taskyard_routing_decisions_total", method="explicit") == 40
-        assert metric_sum(broker_metrics, "taskyard_routing_decisions_total", method="llm") == 60
-        completed = 0.0
-        for url in system.worker_metrics_urls.values():
-            completed += metric_sum(
-                await fetch_text(client, url), "taskyard_tasks_finished_total", status="completed"
-            )
-        assert completed == 100
+    assert metric_sum(await cluster.metrics(api), "taskyard_tasks_submitted_total") == 100
+    broker_metrics = await cluster.metrics(broker)
+    assert metric_sum(broker_metrics, "taskyard_routing_decisions_total", method="explicit") == 40
+    assert metric_sum(broker_metrics, "taskyard_routing_decisions_total", method="llm") == 60
+    completed = 0.0
+    for worker in workers:
+        completed += metric_sum(
+            await cluster.metrics(worker), "taskyard_tasks_finished_total", status="completed"
+        )
+    assert completed == 100

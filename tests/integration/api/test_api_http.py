@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import httpx
 
+from taskyard_common.messages import TaskStatus
 from taskyard_common.settings import DbSettings
 from tests.integration.api.conftest import PROBLEM, MakeSettings, assert_problem, serve
 
@@ -92,6 +93,11 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
         ("/v1/tasks", "get"): {"200", "422", "500", "503"},
         ("/v1/tasks/{task_id}", "get"): {"200", "404", "500", "503"},
         ("/v1/tasks/{task_id}/result", "get"): {"200", "404", "409", "500", "503"},
+        ("/v1/tasks/{task_id}/cancel", "post"): {"200", "202", "404", "409", "500", "503"},
+        ("/v1/dead-letters", "get"): {"200", "422", "500", "503"},
+        ("/v1/dead-letters/{task_id}", "get"): {"200", "404", "500", "503"},
+        ("/v1/dead-letters/{task_id}", "delete"): {"204", "404", "500", "503"},
+        ("/v1/dead-letters/{task_id}/replay", "post"): {"202", "404", "415", "422", "500", "503"},
         ("/v1/specialists", "get"): {"200", "500"},
         ("/healthz", "get"): {"200", "500"},
         ("/readyz", "get"): {"200", "500", "503"},
@@ -111,6 +117,32 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
     assert "Location" in paths["/v1/tasks"]["post"]["responses"]["202"]["headers"]
     assert "Retry-After" in paths["/v1/tasks"]["post"]["responses"]["503"]["headers"]
 
+    # The status enum is TaskStatus itself, so it cannot drift from what the services store.
+    assert schemas["TaskStatus"]["enum"] == [status.value for status in TaskStatus]
+    cancel = paths["/v1/tasks/{task_id}/cancel"]["post"]
+    assert cancel["tags"] == ["tasks"]
+    task_ref = {"$ref": "#/components/schemas/TaskDocument"}
+    for status in ("200", "202"):
+        assert cancel["responses"][status]["content"]["application/json"]["schema"] == task_ref
+    replay = paths["/v1/dead-letters/{task_id}/replay"]["post"]
+    assert replay["tags"] == ["dead-letters"]
+    assert "Location" in replay["responses"]["202"]["headers"]
+    assert "Retry-After" in replay["responses"]["503"]["headers"]
+    assert "content" not in paths["/v1/dead-letters/{task_id}"]["delete"]["responses"]["204"]
+    reasons = next(
+        p["schema"] for p in paths["/v1/dead-letters"]["get"]["parameters"] if p["name"] == "reason"
+    )
+    assert schemas[reasons["anyOf"][0]["$ref"].rsplit("/", 1)[1]]["enum"] == [
+        "delivery_limit",
+        "rejected",
+        "expired",
+        "maxlen",
+    ]
+    document_fields = set(schemas["TaskDocument"]["properties"])
+    assert {"next_attempt_at", "deadline", "timeout_seconds", "cancel_requested_at"} <= document_fields
+    assert {"attempt_history", "dead_letter"} <= document_fields
+    assert {"timeout_seconds", "deadline"} <= set(schemas["TaskSubmission"]["properties"])
+
 
 async def test_specialists_come_from_the_catalog(client: httpx.AsyncClient, catalog):
     items = (await client.get("/v1/specialists")).json()["items"]
@@ -124,7 +156,7 @@ async def test_internal_errors_answer_a_bare_500_problem(client: httpx.AsyncClie
     # A real failure the API does not expect: its table vanished under it.
     conn = await asyncpg.connect(db_settings.url.get_secret_value())
     try:
-        await conn.execute(f'DROP TABLE "{db_settings.db_schema}".tasks')
+        await conn.execute(f'DROP TABLE "{db_settings.db_schema}".tasks CASCADE')
     finally:
         await conn.close()
     for response in (await client.get("/v1/tasks"), await client.post("/v1/tasks", json={"input": "hi"})):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
@@ -10,8 +12,18 @@ import pytest
 from pydantic import SecretStr
 from yarl import URL
 
+from taskyard_common.messages import TaskStatus
 from taskyard_common.settings import AmqpSettings, DbSettings
-from tests.integration.api.conftest import IntakeReader, MakeSettings, assert_problem, is_ready, serve
+from taskyard_common.store import PostgresTaskStore
+from tests.integration.api.conftest import (
+    IntakeReader,
+    MakeSettings,
+    assert_problem,
+    dead_lettered,
+    is_ready,
+    running,
+    serve,
+)
 from tests.support.processes import eventually
 from tests.support.tcp_proxy import TcpProxy
 
@@ -46,9 +58,12 @@ async def submit(client: httpx.AsyncClient) -> httpx.Response:
 async def test_without_the_broker_the_api_starts_refuses_and_recovers(
     make_settings: MakeSettings,
     amqp_settings: AmqpSettings,
+    store: PostgresTaskStore,
     proxy_to: Callable[[str], Awaitable[TcpProxy]],
     intake: Callable[[], Awaitable[IntakeReader]],
 ):
+    running_task = await running(store)
+    letter = await dead_lettered(store, None)
     proxy = await proxy_to(amqp_settings.url.get_secret_value())
     await proxy.stop()  # RabbitMQ is "down" before the API even starts
     # aio-pika reads reconnect_interval from the URL: a quick reconnect after the connection drops.
@@ -67,12 +82,23 @@ async def test_without_the_broker_the_api_starts_refuses_and_recovers(
         body = assert_problem(refused, 503, "broker-unavailable")
         assert "not stored" in body["detail"]
         assert refused.headers["retry-after"] == str(amqp_settings.retry_after_seconds)
-        assert (await client.get("/v1/tasks")).json()["items"] == []
+        assert len((await client.get("/v1/tasks")).json()["items"]) == 2  # the two set up above
         metrics = (await client.get("/metrics")).text
         assert 'taskyard_submit_rejected_total{reason="broker_unavailable"}' in metrics
 
+        # Cancelling needs only the database: the worker's heartbeat carries the request instead.
+        cancelled = await asyncio.wait_for(client.post(f"/v1/tasks/{running_task.id}/cancel"), RETURNS_WITHIN)
+        assert cancelled.status_code == 202 and cancelled.json()["cancel_requested_at"] is not None
+        # A replay refuses before taking the dead letter: nothing changed, retry later.
+        replay = await asyncio.wait_for(client.post(f"/v1/dead-letters/{letter.id}/replay"), RETURNS_WITHIN)
+        body = assert_problem(replay, 503, "broker-unavailable")
+        assert "not replayed" in body["detail"] and "task_status" not in body
+        assert replay.headers["retry-after"] == str(amqp_settings.retry_after_seconds)
+        assert (await store.get(letter.id)).status is TaskStatus.DEAD_LETTERED
+
         await proxy.resume()
         await eventually(lambda: is_ready(client), what="/readyz after the broker came back")
+        assert (await client.post(f"/v1/dead-letters/{letter.id}/replay")).status_code == 202
         first = await submit(client)
         assert first.status_code == 202, first.text
 
@@ -87,11 +113,14 @@ async def test_without_the_broker_the_api_starts_refuses_and_recovers(
 
         await eventually(accepted, what="a submission accepted after the broker reconnected")
         items = (await client.get("/v1/tasks")).json()["items"]
-        assert len(items) == 2  # only the accepted ones: every refused submission was discarded
+        # Only the accepted ones (every refused submission was discarded), the running and the replayed.
+        assert len(items) == 4
+        accepted = [item["id"] for item in items if item["id"] not in {str(running_task.id), str(letter.id)}]
 
     reader = await intake()
-    announced = {message.task_id for message, _ in await reader.take(2)}
-    assert {str(task_id) for task_id in announced} == {item["id"] for item in items}
+    # The replayed task was never routed, so it went back to intake too.
+    announced = {message.task_id for message, _ in await reader.take(3)}
+    assert {str(task_id) for task_id in announced} == {*accepted, str(letter.id)}
     await reader.assert_empty()
 
 
@@ -99,28 +128,52 @@ async def is_refused_readiness(client: httpx.AsyncClient) -> bool:
     return (await client.get("/readyz")).status_code == 503
 
 
-async def test_without_the_database_the_api_answers_503(
-    make_settings: MakeSettings, db_settings: DbSettings, proxy_to: Callable[[str], Awaitable[TcpProxy]]
+async def test_without_the_database_the_api_answers_503_and_recovers(
+    make_settings: MakeSettings,
+    db_settings: DbSettings,
+    store: PostgresTaskStore,
+    proxy_to: Callable[[str], Awaitable[TcpProxy]],
 ):
     proxy = await proxy_to(db_settings.url.get_secret_value())
     db = db_settings.model_copy(update={"url": SecretStr(proxied(db_settings.url.get_secret_value(), proxy))})
-    async with serve(make_settings(db=db)) as client:
+    letter = await dead_lettered(store, "general")
+    settings = make_settings(db=db)
+    async with serve(settings) as client:
         task_id = (await submit(client)).json()["id"]
 
+        async def requests() -> list[httpx.Response]:
+            calls = (
+                client.get(f"/v1/tasks/{task_id}"),
+                client.get("/v1/tasks"),
+                client.post("/v1/tasks", json={"input": "hello"}),
+                client.get(f"/v1/tasks/{task_id}/result"),
+                client.post(f"/v1/tasks/{task_id}/cancel"),
+                client.get("/v1/dead-letters"),
+                client.post(f"/v1/dead-letters/{letter.id}/replay"),
+                client.delete(f"/v1/dead-letters/{letter.id}"),
+            )
+            # Neither a 500 nor a hang: every call returns, and promptly.
+            return [await asyncio.wait_for(call, RETURNS_WITHIN) for call in calls]
+
+        # Every connection of the pool dies at once, and new ones are refused (a restart or a failover).
         await proxy.stop()
         readiness = assert_problem(await client.get("/readyz"), 503, "not-ready")
         assert readiness["unavailable"] == ["database"]
-        for response in (
-            await client.get(f"/v1/tasks/{task_id}"),
-            await client.get("/v1/tasks"),
-            await submit(client),
-        ):
+        for response in await requests():
             assert_problem(response, 503, "database-unavailable")
-            assert response.headers["retry-after"]
+            assert response.headers["retry-after"] == str(settings.retry_after_seconds)
+        # The broker was never the problem: nothing reached the intake queue but the first task.
+        assert (await store.get(uuid.UUID(task_id))).status is TaskStatus.PENDING
 
+        # Back again: the pool reconnects by itself, no restart.
         await proxy.resume()
         await eventually(lambda: is_ready(client), what="/readyz after the database came back")
         assert (await client.get(f"/v1/tasks/{task_id}")).status_code == 200
+        assert (await submit(client)).status_code == 202
+        assert (await client.get("/v1/dead-letters")).json()["items"][0]["task_id"] == str(letter.id)
+        cancelled = await client.post(f"/v1/tasks/{task_id}/cancel")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        assert (await client.post(f"/v1/dead-letters/{letter.id}/replay")).status_code == 202
 
 
 async def test_a_full_intake_queue_refuses_with_503_and_stores_nothing(
@@ -150,3 +203,47 @@ async def test_a_full_intake_queue_refuses_with_503_and_stores_nothing(
         assert len((await client.get("/v1/tasks")).json()["items"]) == accepted
         metrics = (await client.get("/metrics")).text
         assert 'taskyard_submit_rejected_total{reason="queue_full"} 1.0' in metrics
+
+
+class FreezingProxy(TcpProxy):
+    """A proxy that can stop forwarding without closing anything: a partition or a frozen database host."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        super().__init__(target_host, target_port)
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:  # type: ignore[override]
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                await self.flowing.wait()
+                writer.write(data)
+                await writer.drain()
+        writer.transport.abort()
+
+
+async def test_a_database_that_stops_answering_gets_503_not_a_hang(
+    make_settings: MakeSettings, db_settings: DbSettings
+):
+    target = URL(db_settings.url.get_secret_value())
+    async with FreezingProxy(target.host or "127.0.0.1", target.port or 5432) as proxy:
+        db = db_settings.model_copy(
+            update={
+                "url": SecretStr(proxied(db_settings.url.get_secret_value(), proxy)),
+                "command_timeout_seconds": 1.0,
+            }
+        )
+        async with serve(make_settings(db=db)) as client:
+            task_id = (await submit(client)).json()["id"]
+            proxy.flowing.clear()
+            # In flight, on a fresh connection, and with the pool's connections stuck: each one returns.
+            for _ in range(2):
+                for call in (client.get(f"/v1/tasks/{task_id}"), client.post(f"/v1/tasks/{task_id}/cancel")):
+                    response = await asyncio.wait_for(call, RETURNS_WITHIN)
+                    assert_problem(response, 503, "database-unavailable")
+            readiness = assert_problem(await client.get("/readyz"), 503, "not-ready")
+            assert readiness["unavailable"] == ["database"]
+
+            proxy.flowing.set()
+            await eventually(lambda: is_ready(client), what="/readyz after the database answered again")
+            assert (await client.get(f"/v1/tasks/{task_id}")).status_code == 200

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
-from taskyard_common.store import NewTask, PostgresTaskStore
+from taskyard_common.store import NewTask, PostgresTaskStore, StartOutcome
 from tests.integration.api.conftest import IntakeReader, assert_problem
 
 
@@ -67,9 +67,10 @@ async def test_task_document_and_result_follow_the_lifecycle(
     assert await store.record_routing(uuid.UUID(task_id), decision)
     body = assert_problem(await client.get(f"/v1/tasks/{task_id}/result"), 409, "task-not-completed")
     assert body["task_status"] == "queued"
-    assert await store.start(uuid.UUID(task_id)) is not None
+    started = await store.start(uuid.UUID(task_id), owner="w", lease_seconds=30, attempt=1)
+    assert started.outcome is StartOutcome.STARTED
     usage = Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
-    assert await store.complete(uuid.UUID(task_id), {"answer": "42"}, usage)
+    assert await store.complete(uuid.UUID(task_id), {"answer": "42"}, usage, owner="w")
 
     result = await client.get(f"/v1/tasks/{task_id}/result")
     assert result.status_code == 200
@@ -82,8 +83,8 @@ async def test_task_document_and_result_follow_the_lifecycle(
 
     failed = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}))
     await store.record_routing(failed.id, decision)
-    await store.start(failed.id)
-    await store.fail(failed.id, {"type": "timeout", "message": "too slow"}, Usage())
+    await store.start(failed.id, owner="w", lease_seconds=30, attempt=1)
+    assert await store.fail(failed.id, {"type": "timeout", "message": "too slow"}, Usage(), owner="w")
     body = assert_problem(await client.get(f"/v1/tasks/{failed.id}/result"), 409, "task-not-completed")
     assert body["task_status"] == "failed"
     assert (await client.get(f"/v1/tasks/{failed.id}")).json()["error"] == {

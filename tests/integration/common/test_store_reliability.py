@@ -118,3 +118,34 @@ async def test_dead_letter_record_list_replay_discard(store):
     assert not await store.discard_dead_letter(two)
     assert (await store.get(two)).status is TaskStatus.DEAD_LETTERED
     assert await store.list_dead_letters(specialist=None, reason=None, limit=10, after=None) == []
+
+
+async def test_stale_queued_finds_replays_whose_publish_is_unconfirmed(store):
+    # All announced once, as the API and the broker agent leave them.
+    waiting, replayed, running = await queued(store), await queued(store), await queued(store)
+    unrouted = (await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}))).id
+    for task_id in (waiting, replayed, running, unrouted):
+        await store.mark_published(task_id)
+    for task_id in (replayed, running):
+        await store.start(task_id, owner="w", lease_seconds=5, attempt=1)
+    for task_id, specialist in ((replayed, "general"), (unrouted, None)):
+        assert await store.record_dead_letter(
+            task_id, reason="rejected", queue="q", deaths=[], message={}, specialist=specialist
+        )
+    requeued = await store.replay_dead_letter(replayed, None)
+    pending = await store.replay_dead_letter(unrouted, None)
+    assert requeued.status is TaskStatus.QUEUED and requeued.published_at is None
+    assert pending.status is TaskStatus.PENDING and pending.published_at is None
+
+    # Not the task waiting in its queue, nor the running one: only the replay, once its grace is over.
+    later, far = pending.updated_at + timedelta(microseconds=1), pending.updated_at.replace(year=3000)
+    assert [t.id for t in await store.stale_queued(older_than=later, limit=10)] == [replayed]
+    assert await store.stale_queued(older_than=requeued.updated_at, limit=10) == []
+    # A never-routed replay goes back to intake: the unpublished duty finds it, by its last change.
+    assert [t.id for t in await store.unpublished(older_than=later, limit=10)] == [unrouted]
+    assert await store.unpublished(older_than=pending.updated_at, limit=10) == []
+
+    await store.mark_published(replayed)
+    await store.mark_published(unrouted)
+    assert await store.stale_queued(older_than=far, limit=10) == []
+    assert await store.unpublished(older_than=far, limit=10) == []

@@ -1,7 +1,13 @@
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 from pydantic import ValidationError
 
-from taskyard_api.models import MAX_INPUT_DEPTH, TaskSubmission
+from taskyard_api.announce import NotAnnounceable, intake_message, work_message
+from taskyard_api.models import MAX_INPUT_DEPTH, TaskDocument, TaskSubmission
+from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
+from taskyard_common.store import TaskRecord
 
 
 @pytest.mark.parametrize(
@@ -53,3 +59,94 @@ def test_invalid_submissions(body: dict):
 
 def test_nesting_up_to_the_limit_is_fine():
     TaskSubmission.model_validate({"input": _nested(MAX_INPUT_DEPTH - 1)})
+
+
+def test_deadline_and_timeout_limits():
+    ahead = (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0)
+    submission = TaskSubmission.model_validate(
+        {
+            "input": "x",
+            "timeout_seconds": 90,
+            "deadline": ahead.astimezone(timezone(timedelta(hours=-7))).isoformat(),
+        }
+    )
+    assert submission.timeout_seconds == 90
+    assert submission.deadline == ahead and submission.deadline.utcoffset() == timedelta(0)
+    assert TaskSubmission.model_validate({"input": "x"}).deadline is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"timeout_seconds": 0},
+        {"timeout_seconds": -1},
+        {"timeout_seconds": float("inf")},
+        {"timeout_seconds": float("nan")},
+        {"deadline": "2000-01-01T00:00:00Z"},
+        {"deadline": "2099-01-01T00:00:00"},
+        {"deadline": "2099-01-01"},
+        {"deadline": "1700000000"},
+        {"deadline": 4102444800},
+        {"deadline": "9999-12-31T23:59:59-05:00"},
+    ],
+)
+def test_invalid_limits(fields: dict):
+    with pytest.raises(ValidationError) as caught:
+        TaskSubmission.model_validate({"input": "x", **fields})
+    assert caught.value.errors()[0]["loc"] == (next(iter(fields)),)
+
+
+def _record(**fields) -> TaskRecord:
+    now = datetime.now(UTC)
+    base = {
+        "id": uuid.uuid4(),
+        "status": TaskStatus.QUEUED,
+        "input": {"q": 1},
+        "metadata": {"k": "v"},
+        "requested_specialist": None,
+        "specialist": "general",
+        "routing": RoutingDecision(
+            method=RoutingMethod.LLM, specialist="general", reason="r", confidence=0.7
+        ),
+        "attempts": 0,
+        "result": None,
+        "error": None,
+        "usage": Usage(),
+        "created_at": now,
+        "published_at": None,
+        "routed_at": now,
+        "started_at": None,
+        "finished_at": None,
+        "updated_at": now,
+        "deadline": now + timedelta(hours=1),
+        "timeout_seconds": 12.5,
+    }
+    return TaskRecord.model_validate({**base, **fields})
+
+
+def test_task_document_shows_the_dead_letter_only_while_dead_lettered():
+    summary = {
+        "reason": "maxlen",
+        "queue": "p.work.general",
+        "count": 1,
+        "deaths": [],
+        "at": "2025-05-01T09:30:00Z",
+    }
+    dead = TaskDocument.from_record(_record(status=TaskStatus.DEAD_LETTERED, dead_letter=summary))
+    assert dead.dead_letter is not None and dead.dead_letter.reason == "maxlen"
+    assert TaskDocument.from_record(_record(dead_letter=summary)).dead_letter is None, "replayed since"
+    odd = TaskDocument.from_record(_record(status=TaskStatus.DEAD_LETTERED, dead_letter={"reason": 7}))
+    assert odd.dead_letter is not None and odd.dead_letter.reason == "7"
+
+
+def test_announced_messages_carry_the_task_limits():
+    queued = _record(attempts=2)
+    work = work_message(queued)
+    assert (work.specialist, work.attempt, work.routing) == ("general", 2, queued.routing)
+    assert (work.deadline, work.timeout_seconds, work.metadata) == (queued.deadline, 12.5, {"k": "v"})
+    assert work_message(_record()).attempt == 1, "a replay starts again at attempt 1"
+    pending = _record(status=TaskStatus.PENDING, specialist=None, routing=None)
+    intake = intake_message(pending)
+    assert (intake.deadline, intake.timeout_seconds, intake.input) == (pending.deadline, 12.5, {"q": 1})
+    with pytest.raises(NotAnnounceable):
+        work_message(_record(routing=None))

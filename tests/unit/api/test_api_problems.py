@@ -9,6 +9,7 @@ from taskyard_api.problems import (
     Problem,
     generic_problem,
     problem_response,
+    problem_responses,
 )
 from taskyard_common.messages import TaskStatus
 
@@ -47,3 +48,11 @@ def test_statuses_without_taskyard_meaning_are_about_blank():
     assert problem.type == "about:blank"
     assert problem.title == "Method Not Allowed"
     assert generic_problem(599).title == "Error"
+
+
+def test_routes_can_say_what_a_status_means_for_them():
+    generic = problem_responses(404, 503)
+    specific = problem_responses(404, 409, descriptions={409: "Already finished"})
+    assert specific[409]["description"] == "Already finished"
+    assert specific[404] == generic[404]
+    assert "Retry-After" in generic[503]["headers"]

@@ -11,9 +11,11 @@ import aio_pika
 import aiormq
 from aio_pika.abc import (
     AbstractChannel,
+    AbstractConnection,
     AbstractExchange,
     AbstractIncomingMessage,
     AbstractQueue,
+    AbstractRobustChannel,
     AbstractRobustConnection,
 )
 
@@ -66,15 +68,34 @@ class Publisher:
     nacked (queue full) → ``PublishRejected``, returned (no route) → ``Unroutable``.
     """
 
-    def __init__(self, channel: AbstractChannel, settings: AmqpSettings) -> None:
+    def __init__(
+        self,
+        channel: AbstractChannel,
+        settings: AmqpSettings,
+        connection: AbstractConnection | None = None,
+    ) -> None:
         self._channel = channel
         self._settings = settings
+        self._connection = connection
         self._exchanges: dict[str, AbstractExchange] = {}
 
     @classmethod
     async def open(cls, connection: AbstractRobustConnection, settings: AmqpSettings) -> Publisher:
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-        return cls(channel, settings)
+        return cls(channel, settings, connection)
+
+    async def _restored(self) -> None:
+        """After a reconnect the robust connection reopens its channels one at a time, and a consumer on a
+        channel reopened first may already be handling (and publishing for) a message: wait for this
+        channel rather than fail at once. While the connection itself is down, fail at once as before."""
+        if (
+            self._channel.is_closed
+            and isinstance(self._channel, AbstractRobustChannel)
+            and self._connection is not None
+            and not self._connection.is_closed
+            and self._connection.connected.is_set()
+        ):
+            await self._channel.ready()
 
     async def _exchange(self, name: str) -> AbstractExchange:
         exchange = self._exchanges.get(name)
@@ -95,6 +116,7 @@ class Publisher:
         try:
             target = await self._exchange(exchange)
             async with asyncio.timeout(self._settings.publish_timeout_seconds):
+                await self._restored()
                 await target.publish(body, routing_key=routing_key, mandatory=True)
         except aiormq.exceptions.PublishError as exc:
             raise Unroutable(f"no queue bound to {exchange!r} for routing key {routing_key!r}") from exc
@@ -110,6 +132,10 @@ class Publisher:
 
 
 async def _settle(message: AbstractIncomingMessage, *, ack: bool, requeue: bool = False) -> None:
+    if message.processed:
+        # The handler settled it already (e.g. a worker acks a long task early). A second ack or reject
+        # would be refused (MessageProcessError; on the wire an unknown delivery tag closes the channel).
+        return
     try:
         if ack:
             await message.ack()
@@ -120,6 +146,16 @@ async def _settle(message: AbstractIncomingMessage, *, ack: bool, requeue: bool 
         log.warning("could not settle message %s: %s", message.message_id, type(exc).__name__)
 
 
+def _settled_by_handler(message: AbstractIncomingMessage, exc: Exception) -> bool:
+    """True (and logged) when the handler failed after settling the message itself: nothing to settle."""
+    if not message.processed:
+        return False
+    log.warning(
+        "handler failed after settling message %s itself: %s: %s", message.message_id, type(exc).__name__, exc
+    )
+    return True
+
+
 async def consume(
     queue: AbstractQueue, model: type[M], handler: Handler[M], *, consumer_tag: str | None = None
 ) -> str:
@@ -128,6 +164,9 @@ async def consume(
     Returning acks; ``PermanentError`` rejects without requeue, so the queue dead-letters it with reason
     ``rejected``; anything else rejects with requeue and counts toward the queue's delivery limit, so a
     message that always fails ends in the dead-letter queue instead of looping forever.
+
+    A handler may settle the message itself before it returns (``message.processed`` is then true), e.g. to
+    ack a long-running delivery early; the helper then leaves it alone whatever the handler's outcome.
     """
 
     async def on_message(message: AbstractIncomingMessage) -> None:
@@ -135,6 +174,8 @@ async def consume(
             decoded = decode(model, message.body)
             await handler(decoded, message)
         except PermanentError as exc:
+            if _settled_by_handler(message, exc):
+                return
             log.warning("dead-lettering message %s: %s", message.message_id, exc)
             metrics.MESSAGES_DEAD_LETTERED.labels(queue.name).inc()
             await _settle(message, ack=False)
@@ -143,6 +184,8 @@ async def consume(
             await _settle(message, ack=False, requeue=True)
             raise
         except Exception as exc:
+            if _settled_by_handler(message, exc):
+                return
             # Unexpected errors keep their traceback in the log; expected transient ones stay one line.
             log.warning(
                 "requeueing message %s after %s: %s",

@@ -43,16 +43,49 @@ TASK_DURATION = Histogram(
     "taskyard_task_duration_seconds", "Run time of one task attempt", ["specialist"], buckets=_TASK_BUCKETS
 )
 LLM_TOKENS = Counter("taskyard_llm_tokens_total", "LLM tokens used by workers", ["specialist", "kind"])
+TASK_RETRIES = Counter(
+    "taskyard_task_retries_total",
+    "Task attempts that failed transiently and were sent through a delay queue to run again",
+    ["specialist", "reason"],
+)
+MESSAGES_QUARANTINED = Counter(
+    "taskyard_messages_quarantined_total",
+    "Redelivered work messages a worker moved to its specialist's quarantine queue",
+    ["specialist"],
+)
 MESSAGES_DEAD_LETTERED = Counter(
     "taskyard_messages_rejected_total", "Messages rejected without requeue (dead-lettered)", ["queue"]
 )
+DEAD_LETTERS = Counter(
+    "taskyard_dead_letters_total",
+    "Dead letters seen by the broker agent (dead-letter queue and expired leases), by reason",
+    ["reason"],
+)
+INTAKE_RETRIES = Counter(
+    "taskyard_intake_retries_total", "Intake messages sent through a delay queue after a transient failure"
+)
+LEASES_RECLAIMED = Counter(
+    "taskyard_leases_reclaimed_total",
+    "Running tasks whose lease expired, reclaimed by the reaper",
+    ["outcome"],
+)
 
 ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm")
+# Normalised x-death reasons (RabbitMQ 3.10 to 4.x), plus "unknown" for anything else.
+DEAD_LETTER_REASONS = ("delivery_limit", "rejected", "expired", "maxlen", "unknown")
+LEASE_OUTCOMES = ("requeued", "dead_lettered")
+
+# Terminal statuses a worker records, and why a worker schedules a task again.
+WORKER_FINISHED_STATUSES = ("completed", "failed", "cancelled")
+RETRY_REASONS = ("transient", "rate_limited", "timeout")
 
 
 def init_worker_labels(specialist: str) -> None:
-    for status in ("completed", "failed"):
+    for status in WORKER_FINISHED_STATUSES:
         TASKS_FINISHED.labels(specialist, status)
+    for reason in RETRY_REASONS:
+        TASK_RETRIES.labels(specialist, reason)
+    MESSAGES_QUARANTINED.labels(specialist)
     for kind in ("prompt", "completion"):
         LLM_TOKENS.labels(specialist, kind)
     TASK_DURATION.labels(specialist)
@@ -64,3 +97,7 @@ def init_broker_labels(specialists: Iterable[str]) -> None:
             ROUTING_DECISIONS.labels(method, specialist)
     for reason in ROUTING_FALLBACK_REASONS:
         ROUTING_FALLBACKS.labels(reason)
+    for reason in DEAD_LETTER_REASONS:
+        DEAD_LETTERS.labels(reason)
+    for outcome in LEASE_OUTCOMES:
+        LEASES_RECLAIMED.labels(outcome)

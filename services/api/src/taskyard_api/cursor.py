@@ -1,6 +1,7 @@
-"""Opaque page cursors: the ``(created_at, id)`` of the last task on a page, url-safe base64 encoded.
+"""Opaque page cursors: the sort key of the last item on a page, url-safe base64 encoded.
 
-Keyset pagination on that pair stays stable while tasks are being added, which offsets would not.
+The key is a (time, id) pair: ``(created_at, id)`` of a task, ``(recorded_at, task_id)`` of a dead letter.
+Keyset pagination on that pair stays stable while items are being added, which offsets would not.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ class InvalidCursor(ValueError):
     """Not a cursor this API issued."""
 
 
-def encode_cursor(created_at: datetime, task_id: UUID) -> str:
-    raw = f"{created_at.isoformat()}|{task_id}".encode("ascii")
+def encode_cursor(at: datetime, item_id: UUID) -> str:
+    raw = f"{at.isoformat()}|{item_id}".encode("ascii")
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 

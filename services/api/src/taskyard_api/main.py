@@ -17,7 +17,7 @@ from taskyard_api.http_metrics import HttpMetricsMiddleware
 from taskyard_api.lifespan import make_lifespan
 from taskyard_api.openapi import install_openapi
 from taskyard_api.problems import problem_responses
-from taskyard_api.routes import health, specialists, tasks
+from taskyard_api.routes import dead_letters, health, specialists, tasks
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.logging import configure_logging
 
@@ -29,7 +29,20 @@ Submit long-running AI agent tasks and follow them to their result.
 A task is accepted with **202** once it is stored and queued; poll `GET /v1/tasks/{task_id}` until its status
 is `completed` or `failed`. Every error is an RFC 9457 problem document (`application/problem+json`).
 A **503** on submission means the task was *not* stored: retry after `Retry-After` seconds.
+
+`POST /v1/tasks/{task_id}/cancel` stops a task; the `dead-letters` routes let an operator replay or discard
+the tasks whose message the broker gave up on (they become admin-only once the API has authentication).
 """
+
+TAGS = [
+    {"name": "tasks", "description": "Submit tasks, follow them, cancel them"},
+    {
+        "name": "dead-letters",
+        "description": "Replay or discard dead-lettered tasks (admin-only once auth exists)",
+    },
+    {"name": "specialists", "description": "What a task may be routed to"},
+    {"name": "health", "description": "Probes and metrics"},
+]
 
 
 def _version() -> str:
@@ -48,9 +61,11 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         # Any route can fail unexpectedly; the answer is then a 500 problem with a request id.
         responses=problem_responses(500),
         redoc_url=None,
+        openapi_tags=TAGS,
     )
     install_exception_handlers(app, settings.retry_after_seconds)
     app.include_router(tasks.router)
+    app.include_router(dead_letters.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
     # Added innermost first: metrics see every answer, including 413s and last-resort 500s.

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
-from taskyard_common.messages import RoutingMethod, TaskInput, TaskStatus, Usage
+from taskyard_common.messages import RoutingMethod, TaskInput, TaskStatus, Usage, utcnow
 from taskyard_common.store.base import TaskRecord
 
 # Beyond this, serialisers (pydantic's, PostgreSQL's) refuse or recurse too deep: refuse it up front as 422
@@ -48,6 +58,16 @@ def check_json_value(value: Any, depth: int = 0) -> None:
         raise ValueError("numbers must be finite (no NaN or Infinity)")
 
 
+# RFC 3339 ``date-time``: the offset is mandatory. Pydantic alone would also take a bare Unix time.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _rfc3339(value: Any) -> Any:
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2030-05-01T18:00:00Z")
+    return value
+
+
 class TaskSubmission(BaseModel):
     """``POST /v1/tasks``: the work to do, optionally for a named specialist."""
 
@@ -56,7 +76,12 @@ class TaskSubmission(BaseModel):
         json_schema_extra={
             "examples": [
                 {"input": "Summarize: the meeting moved the launch to May.", "metadata": {"team": "ops"}},
-                {"input": {"ticket": 4211, "text": "I was charged twice"}, "specialist": "support-analyst"},
+                {
+                    "input": {"ticket": 4211, "text": "I was charged twice"},
+                    "specialist": "support-analyst",
+                    "timeout_seconds": 120,
+                    "deadline": "2030-05-01T18:00:00Z",
+                },
             ]
         },
     )
@@ -73,6 +98,31 @@ class TaskSubmission(BaseModel):
         max_length=MAX_METADATA_ENTRIES,
         description="Free-form string labels, returned with the task",
     )
+    timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Run time of one attempt, at most the specialist's max_timeout_seconds (without a "
+        "specialist: the largest in the catalog); default: the specialist's timeout_seconds",
+    )
+    deadline: Annotated[AwareDatetime, BeforeValidator(_rfc3339)] | None = Field(
+        default=None,
+        description="RFC 3339 date-time with an offset; a task not started by then fails as expired",
+    )
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline_is_ahead(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            # Stored and carried in UTC; an offset can push the year past 9999, which nothing can store.
+            value = value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("deadline is out of range") from None
+        if value <= utcnow():
+            raise ValueError("deadline must be in the future")
+        return value
 
     @field_validator("input")
     @classmethod
@@ -97,6 +147,16 @@ class RoutingInfo(BaseModel):
     method: RoutingMethod
     reason: str
     confidence: float
+
+
+class DeadLetterInfo(BaseModel):
+    """Why and where the broker gave up on the task's message (set while ``dead_lettered``)."""
+
+    reason: str = Field(description="delivery_limit, rejected, expired or maxlen (unknown: none of these)")
+    queue: str = Field(description="The queue it died in (``lease``: its worker's lease expired too often)")
+    count: int = Field(default=0, description="How many deaths the broker counted")
+    deaths: list[dict[str, Any]] = Field(default_factory=list, description="The broker's x-death entries")
+    at: datetime | None = Field(default=None, description="When it was recorded")
 
 
 class TaskLinks(BaseModel):
@@ -126,6 +186,17 @@ class TaskDocument(BaseModel):
     usage: Usage
     input: TaskInput
     metadata: dict[str, str]
+    next_attempt_at: datetime | None = Field(description="When the next attempt is due (set when retrying)")
+    deadline: datetime | None = Field(description="Not started by then: failed as expired")
+    timeout_seconds: float | None = Field(
+        description="Run time of one attempt asked for; null: the specialist's timeout_seconds"
+    )
+    cancel_requested_at: datetime | None = Field(description="When cancellation was requested")
+    attempt_history: list[dict[str, Any]] = Field(
+        description="One entry per failed, deferred or replayed attempt, oldest first "
+        "(e.g. {attempt, error, delay_seconds, charged, at})"
+    )
+    dead_letter: DeadLetterInfo | None = Field(description="Set when dead_lettered")
     links: TaskLinks
 
     @classmethod
@@ -149,8 +220,25 @@ class TaskDocument(BaseModel):
             usage=record.usage,
             input=record.input,
             metadata=record.metadata,
+            next_attempt_at=record.next_attempt_at,
+            deadline=record.deadline,
+            timeout_seconds=record.timeout_seconds,
+            cancel_requested_at=record.cancel_requested_at,
+            attempt_history=record.attempt_log,
+            dead_letter=_dead_letter_info(record),
             links=TaskLinks.model_validate({"self": path, "result": f"{path}/result"}),
         )
+
+
+def _dead_letter_info(record: TaskRecord) -> DeadLetterInfo | None:
+    # Shown only while dead-lettered: after a replay the row keeps the summary, but it no longer applies.
+    if record.status is not TaskStatus.DEAD_LETTERED or record.dead_letter is None:
+        return None
+    try:
+        return DeadLetterInfo.model_validate(record.dead_letter)
+    except ValidationError:
+        # Written by another component; a malformed summary must not make the task unreadable.
+        return DeadLetterInfo(reason=str(record.dead_letter.get("reason", "unknown")), queue="unknown")
 
 
 class TaskResult(BaseModel):

@@ -8,6 +8,7 @@ or the ``request_id`` to quote for an internal error.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -42,7 +43,7 @@ class Problem(BaseModel):
     detail: str | None = Field(default=None, description="Explanation of this occurrence")
     instance: str | None = Field(default=None, description="The request path of this occurrence")
     errors: list[FieldError] | None = Field(default=None, description="Validation errors (422)")
-    task_status: TaskStatus | None = Field(default=None, description="The task's current status (409)")
+    task_status: TaskStatus | None = Field(default=None, description="The task's current status (409, 503)")
     known_specialists: list[str] | None = Field(default=None, description="Valid specialist names")
     unavailable: list[str] | None = Field(default=None, description="Dependencies that are down (503)")
     request_id: str | None = Field(default=None, description="Quote it when reporting an internal error")
@@ -75,6 +76,7 @@ VALIDATION_ERROR = ProblemKind("validation-error", "The request is not valid", 4
 UNKNOWN_SPECIALIST = ProblemKind("unknown-specialist", "Unknown specialist", 422)
 NOT_FOUND = ProblemKind("not-found", "Not found", 404)
 TASK_NOT_COMPLETED = ProblemKind("task-not-completed", "Task not completed", 409)
+TASK_ALREADY_FINISHED = ProblemKind("task-already-finished", "Task already finished", 409)
 PAYLOAD_TOO_LARGE = ProblemKind("payload-too-large", "Request body too large", 413)
 UNSUPPORTED_MEDIA_TYPE = ProblemKind("unsupported-media-type", "Unsupported media type", 415)
 BROKER_UNAVAILABLE = ProblemKind("broker-unavailable", "Message broker unavailable", 503)
@@ -128,11 +130,18 @@ _RETRY_AFTER = {
 }
 
 
-def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses=`` entries for error statuses; ``openapi.py`` files them under problem+json."""
+def problem_responses(
+    *statuses: int, descriptions: Mapping[int, str] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` entries for error statuses; ``openapi.py`` files them under problem+json.
+
+    ``descriptions`` replaces the generic text where a status means something more specific on a route.
+    """
+    specific = descriptions or {}
     responses: dict[int | str, dict[str, Any]] = {}
     for status in statuses:
-        responses[status] = {"model": Problem, "description": _DESCRIPTIONS[status]}
+        description = specific.get(status, _DESCRIPTIONS[status])
+        responses[status] = {"model": Problem, "description": description}
         if status == 503:
             responses[status]["headers"] = _RETRY_AFTER
     return responses

@@ -1,11 +1,20 @@
-"""Closes the crash window between committing a task and announcing it.
+"""Closes the crash windows between committing a task and announcing it.
 
-A submission commits its row, publishes, then marks the row published. If the API process dies between the
-commit and the confirm, the row would sit in ``pending`` forever; the sweeper re-publishes such rows once
-they are older than a grace period. The grace period exceeds the publish timeout (``ServiceSettings``
-checks it), so a live request that is still waiting for its confirm, and may yet fail, discard its row and
-answer 503, is never overtaken. Several API replicas may sweep the same row at once; the duplicate intake
-message is harmless because routing a task is one conditional update that applies only once.
+Two duties, both "committed but the broker never confirmed the message":
+
+- a submission commits its row, publishes, then marks the row published. If the API process dies between
+  the commit and the confirm, the row would sit in ``pending`` forever; the sweeper re-publishes its intake
+  message;
+- a dead-letter replay commits the task back to ``queued`` (``published_at`` cleared), publishes its work
+  message, then marks it published. If that publish fails (the client got a 503) or the process dies, the
+  sweeper re-publishes the work message to the specialist's queue. A queued task merely waiting in a long
+  queue is marked published, so it is never announced twice.
+
+Only rows unchanged for a grace period qualify. The grace period exceeds the publish timeout
+(``ServiceSettings`` checks it), so a live request that is still waiting for its confirm, and may yet fail,
+discard its row and answer 503, is never overtaken. Several API replicas may sweep the same row at once; a
+duplicate intake message is harmless because routing a task is one conditional update that applies only
+once, and a duplicate work message finds the task leased or finished when a worker tries to start it.
 """
 
 from __future__ import annotations
@@ -17,11 +26,12 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 
+from taskyard_api.announce import NotAnnounceable, announce
 from taskyard_api.broker import BrokerLink
-from taskyard_common.errors import TaskyardError
-from taskyard_common.messages import IntakeMessage, utcnow
-from taskyard_common.store import TaskStore
-from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology
+from taskyard_common.errors import TaskyardError, Unroutable
+from taskyard_common.messages import TaskStatus, utcnow
+from taskyard_common.store import TaskRecord, TaskStore
+from taskyard_common.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -55,31 +65,39 @@ class Sweeper:
                 await self._task
 
     async def sweep_once(self) -> int:
-        """Publish one batch of orphaned rows; returns how many were published."""
+        """Publish one batch of each kind of orphan; returns how many were published."""
         if not self._broker.connected:
             return 0
-        orphans = await self._store.unpublished(older_than=utcnow() - self._grace, limit=BATCH_SIZE)
+        older_than = utcnow() - self._grace
         published = 0
-        for task in orphans:
-            try:
-                message = IntakeMessage(
-                    task_id=task.id,
-                    input=task.input,
-                    requested_specialist=task.requested_specialist,
-                    metadata=task.metadata,
-                )
-            except ValidationError as exc:
-                # Written by something other than this API's validated submissions: never publishable.
-                log.error(
-                    "task %s cannot be announced (%d invalid fields); skipping", task.id, exc.error_count()
-                )
-                continue
-            await self._broker.publisher.publish(self._topology.intake_exchange, INTAKE_ROUTING_KEY, message)
-            await self._store.mark_published(task.id)
-            published += 1
-        if published:
-            log.info("re-published %d task(s) orphaned between commit and publish", published)
+        for duty, find in (
+            ("unannounced", self._store.unpublished),
+            ("unpublished queued", self._store.stale_queued),
+        ):
+            count = 0
+            for task in await find(older_than=older_than, limit=BATCH_SIZE):
+                if await self._publish(task):
+                    count += 1
+            if count:
+                log.info("re-published %d %s task(s) orphaned between commit and publish", count, duty)
+            published += count
         return published
+
+    async def _publish(self, task: TaskRecord) -> bool:
+        try:
+            await announce(self._broker.publisher, self._topology, task)
+        except (ValidationError, NotAnnounceable) as exc:
+            # Written by something other than this API's validated paths: never publishable.
+            log.error("task %s cannot be announced (%s); skipping", task.id, type(exc).__name__)
+            return False
+        except Unroutable:
+            if task.status is TaskStatus.PENDING:
+                raise  # the intake queue is missing: nothing else can be announced either
+            # One specialist's queue is missing (deleted, or the specialist left the catalog): try the rest.
+            log.error("task %s: no queue for specialist %s; skipping", task.id, task.specialist)
+            return False
+        await self._store.mark_published(task.id)
+        return True
 
     async def _run(self) -> None:
         while True:

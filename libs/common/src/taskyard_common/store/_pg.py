@@ -49,30 +49,38 @@ def to_record(row: asyncpg.Record) -> TaskRecord:
 
 
 class PoolStore:
-    """Query helpers that turn connection trouble into ``StoreUnavailable``."""
+    """Query helpers that turn connection trouble into ``StoreUnavailable``.
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    ``acquire_timeout`` bounds taking a connection (connecting included) and handing it back. Without it, a
+    database that stops answering without closing the connection (a partition, a frozen host) hangs every
+    caller: a timed-out query leaves its connection waiting for the server to confirm the cancellation.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, *, acquire_timeout: float | None = None) -> None:
         self._pool = pool
+        self._acquire_timeout = acquire_timeout
 
     async def close(self) -> None:
         await self._pool.close()
 
     async def _fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
         try:
-            return await self._pool.fetchrow(sql, *args)
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
+                return await conn.fetchrow(sql, *args)
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         try:
-            return await self._pool.fetch(sql, *args)
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
+                return await conn.fetch(sql, *args)
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[asyncpg.Connection]:
         try:
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn, conn.transaction():
                 yield conn
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc

@@ -99,14 +99,24 @@ class TaskStore(Protocol):
 
     async def create(self, task: NewTask) -> TaskRecord: ...
 
-    async def mark_published(self, task_id: UUID) -> None: ...
+    async def mark_published(self, task_id: UUID) -> None:
+        """Record that the task's current message (intake or work) was confirmed by the broker."""
+        ...
 
     async def discard_unpublished(self, task_id: UUID) -> bool:
         """Delete a task whose intake publish failed, so nothing runs that the client was told failed."""
         ...
 
     async def unpublished(self, older_than: datetime, limit: int) -> list[TaskRecord]:
-        """Pending tasks that were committed but never confirmed published (a producer died in between)."""
+        """Pending tasks last changed before ``older_than`` whose intake message was never confirmed
+        published (a producer died in between, or the publish of a replay failed)."""
+        ...
+
+    async def stale_queued(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+        """Queued tasks (no lease, no retry pending) last changed before ``older_than`` whose work message
+        is not known to be published: a step that re-queues a task and must then publish it (a dead-letter
+        replay) sets ``published_at`` to NULL in its commit, ``mark_published`` sets it after the confirm.
+        A task merely waiting in a long queue has ``published_at`` set, so it is never announced twice."""
         ...
 
     async def get(self, task_id: UUID) -> TaskRecord | None: ...
@@ -161,9 +171,14 @@ class TaskStore(Protocol):
 
     async def expired_leases(self, limit: int) -> list[TaskRecord]: ...
 
-    async def reclaim(self, task_id: UUID, max_expirations: int) -> TaskStatus | None:
-        """A running task whose lease expired → queued (to publish again), or dead_lettered with reason
-        ``delivery_limit`` once its leases expired ``max_expirations`` times. None if it was not expired."""
+    async def reclaim(
+        self, task_id: UUID, max_expirations: int, message: dict[str, Any] | None = None
+    ) -> TaskStatus | None:
+        """A running task whose lease expired → queued with ``published_at`` cleared (the caller publishes
+        it again, then calls ``mark_published``), or dead_lettered with reason ``delivery_limit`` (queue
+        ``lease``) once its leases expired more than ``max_expirations`` times; then its ``dead_letters``
+        row, keeping ``message`` for a replay, is written in the same transaction. None if it was not
+        expired (another reaper took it, or its worker renewed the lease)."""
         ...
 
     async def record_dead_letter(
@@ -188,7 +203,8 @@ class TaskStore(Protocol):
 
     async def replay_dead_letter(self, task_id: UUID, specialist: str | None) -> TaskRecord | None:
         """Take the dead letter back: the task becomes queued (pending when it was never routed and no
-        specialist is given) with attempts reset. None when there is no such open dead letter."""
+        specialist is given) with attempts reset and ``published_at`` cleared until the caller publishes
+        it and calls ``mark_published``. None when there is no such open dead letter."""
         ...
 
     async def discard_dead_letter(self, task_id: UUID) -> bool:

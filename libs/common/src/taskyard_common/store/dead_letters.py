@@ -17,6 +17,17 @@ _DL_COLUMNS = (
 )
 
 
+# The open dead letter of a task ($1 task_id, $2 specialist, $3 reason, $4 queue, $5 deaths, $6 message); a
+# task dead-lettered again after a replay reopens its row. Shared with the reaper's ``reclaim``.
+UPSERT_DEAD_LETTER = (
+    "INSERT INTO dead_letters (task_id, specialist, reason, queue, deaths, message)"
+    " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (task_id) DO UPDATE SET"
+    " specialist = EXCLUDED.specialist, reason = EXCLUDED.reason, queue = EXCLUDED.queue,"
+    " deaths = EXCLUDED.deaths, message = EXCLUDED.message,"
+    " recorded_at = clock_timestamp(), discarded_at = NULL"
+)
+
+
 def _dead_letter(row: asyncpg.Record) -> DeadLetterRecord:
     data = dict(row)
     data["task_status"] = TaskStatus(data["task_status"])
@@ -46,19 +57,7 @@ class DeadLetterQueries(PoolStore):
             )
             if updated is None:
                 return False
-            await conn.execute(
-                "INSERT INTO dead_letters (task_id, specialist, reason, queue, deaths, message)"
-                " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (task_id) DO UPDATE SET"
-                " specialist = EXCLUDED.specialist, reason = EXCLUDED.reason, queue = EXCLUDED.queue,"
-                " deaths = EXCLUDED.deaths, message = EXCLUDED.message,"
-                " recorded_at = clock_timestamp(), discarded_at = NULL",
-                task_id,
-                specialist,
-                reason,
-                queue,
-                deaths,
-                message,
-            )
+            await conn.execute(UPSERT_DEAD_LETTER, task_id, specialist, reason, queue, deaths, message)
         return True
 
     async def list_dead_letters(
@@ -113,6 +112,8 @@ class DeadLetterQueries(PoolStore):
                 " status = CASE WHEN COALESCE($2, specialist) IS NULL THEN 'pending' ELSE 'queued' END,"
                 f" attempts = 0, lease_expirations = 0, {CLEAR_LEASE}, error = NULL, result = NULL,"
                 " next_attempt_at = NULL, cancel_requested_at = NULL, finished_at = NULL, started_at = NULL,"
+                # Its new message is not published yet: the sweeper re-publishes it if the caller cannot.
+                " published_at = NULL,"
                 " attempt_log = attempt_log || jsonb_build_array($4::jsonb), updated_at = clock_timestamp()"
                 f" WHERE id = $1 AND status = 'dead_lettered' RETURNING {COLUMNS}",
                 task_id,

@@ -14,6 +14,7 @@ from uuid import UUID
 from taskyard_common.messages import TERMINAL_STATUSES, TaskStatus, Usage
 from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, to_record
 from taskyard_common.store.base import StartOutcome, StartResult, TaskRecord
+from taskyard_common.store.dead_letters import UPSERT_DEAD_LETTER
 
 
 class LeaseQueries(PoolStore):
@@ -136,18 +137,38 @@ class LeaseQueries(PoolStore):
         )
         return [to_record(r) for r in rows]
 
-    async def reclaim(self, task_id: UUID, max_expirations: int) -> TaskStatus | None:
-        row = await self._fetchrow(
-            "UPDATE tasks SET"
-            " status = CASE WHEN lease_expirations + 1 > $2 THEN 'dead_lettered' ELSE 'queued' END,"
-            " dead_letter = CASE WHEN lease_expirations + 1 > $2 THEN jsonb_build_object("
-            "   'reason', 'delivery_limit', 'queue', 'lease', 'count', lease_expirations + 1,"
-            "   'deaths', '[]'::jsonb, 'at', clock_timestamp()) ELSE dead_letter END,"
-            " finished_at = CASE WHEN lease_expirations + 1 > $2 THEN clock_timestamp() ELSE NULL END,"
-            f" lease_expirations = lease_expirations + 1, {CLEAR_LEASE}, updated_at = clock_timestamp()"
-            " WHERE id = $1 AND status = 'running' AND lease_expires_at < clock_timestamp()"
-            " RETURNING status",
-            task_id,
-            max_expirations,
-        )
-        return TaskStatus(row["status"]) if row else None
+    async def reclaim(
+        self, task_id: UUID, max_expirations: int, message: dict[str, Any] | None = None
+    ) -> TaskStatus | None:
+        async with self._transaction() as conn:
+            row = await conn.fetchrow(
+                "UPDATE tasks SET"
+                " status = CASE WHEN lease_expirations + 1 > $2 THEN 'dead_lettered' ELSE 'queued' END,"
+                " dead_letter = CASE WHEN lease_expirations + 1 > $2 THEN jsonb_build_object("
+                "   'reason', 'delivery_limit', 'queue', 'lease', 'count', lease_expirations + 1,"
+                "   'deaths', '[]'::jsonb, 'at', clock_timestamp()) ELSE dead_letter END,"
+                " finished_at = CASE WHEN lease_expirations + 1 > $2 THEN clock_timestamp() ELSE NULL END,"
+                # Requeued, its new work message is not published yet: ``stale_queued`` finds it if the
+                # caller dies before its publish is confirmed and ``mark_published`` is called.
+                " published_at = CASE WHEN lease_expirations + 1 > $2 THEN published_at ELSE NULL END,"
+                f" lease_expirations = lease_expirations + 1, {CLEAR_LEASE}, updated_at = clock_timestamp()"
+                " WHERE id = $1 AND status = 'running' AND lease_expires_at < clock_timestamp()"
+                " RETURNING status, specialist",
+                task_id,
+                max_expirations,
+            )
+            if row is None:
+                return None
+            status = TaskStatus(row["status"])
+            if status is TaskStatus.DEAD_LETTERED:
+                # In the same transaction, so the dead-letter API lists every dead-lettered task.
+                await conn.execute(
+                    UPSERT_DEAD_LETTER,
+                    task_id,
+                    row["specialist"],
+                    "delivery_limit",
+                    "lease",
+                    [],
+                    message or {},
+                )
+            return status

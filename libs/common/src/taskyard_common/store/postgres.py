@@ -39,12 +39,14 @@ class PostgresTaskStore(LeaseQueries, DeadLetterQueries, PoolStore):
                 min_size=settings.pool_min_size,
                 max_size=settings.pool_max_size,
                 command_timeout=settings.command_timeout_seconds,
+                # Connecting, too, must not take asyncpg's default minute when the server does not answer.
+                timeout=settings.command_timeout_seconds,
                 server_settings={"search_path": settings.db_schema, "application_name": "taskyard"},
                 init=init_connection,
             )
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc
-        return cls(pool)
+        return cls(pool, acquire_timeout=settings.command_timeout_seconds)
 
     async def ping(self) -> None:
         await self._fetchrow("SELECT 1")
@@ -77,9 +79,20 @@ class PostgresTaskStore(LeaseQueries, DeadLetterQueries, PoolStore):
         return row is not None
 
     async def unpublished(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+        # updated_at, not created_at: a replayed task is old but its intake publish may be in flight.
         rows = await self._fetch(
             f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'pending'"
-            " AND created_at < $1 ORDER BY created_at LIMIT $2",
+            " AND updated_at < $1 ORDER BY created_at LIMIT $2",
+            older_than,
+            limit,
+        )
+        return [to_record(r) for r in rows]
+
+    async def stale_queued(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+        rows = await self._fetch(
+            f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'queued'"
+            " AND lease_owner IS NULL AND next_attempt_at IS NULL AND updated_at < $1"
+            " ORDER BY updated_at LIMIT $2",
             older_than,
             limit,
         )

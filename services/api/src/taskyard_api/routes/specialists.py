@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from taskyard_api.deps import CatalogDep
 
@@ -19,7 +19,8 @@ class SpecialistDocument(BaseModel):
     tools: list[str]
     model: str | None
     max_steps: int
-    timeout_seconds: float
+    timeout_seconds: float = Field(description="Run time of one attempt unless a task asks for another")
+    max_timeout_seconds: float = Field(description="The largest timeout_seconds a task may ask for")
     concurrency: int
 
 
@@ -39,6 +40,7 @@ async def list_specialists(catalog: CatalogDep) -> SpecialistList:
                 model=spec.model,
                 max_steps=spec.max_steps,
                 timeout_seconds=spec.timeout_seconds,
+                max_timeout_seconds=spec.max_timeout_seconds,
                 concurrency=spec.concurrency,
             )
             for spec in catalog.specialists

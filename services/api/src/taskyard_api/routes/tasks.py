@@ -1,4 +1,4 @@
-"""``/v1/tasks``: submit a task, read it, read its result, list tasks.
+"""``/v1/tasks``: submit a task, read it, read its result, list tasks, cancel a task.
 
 A submission is stored first and announced second, and answers 202 only once the broker confirmed the
 announcement. When the announcement fails the row is discarded before answering 503, so a client that was
@@ -11,24 +11,35 @@ import logging
 from typing import Annotated
 from uuid import UUID, uuid4
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 
-from taskyard_api.cursor import InvalidCursor, decode_cursor, encode_cursor
+from taskyard_api.announce import intake_message
+from taskyard_api.cursor import encode_cursor
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
+from taskyard_api.lifespan import Resources
 from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmission, task_path
 from taskyard_api.problems import (
     NOT_FOUND,
+    TASK_ALREADY_FINISHED,
     TASK_NOT_COMPLETED,
     UNKNOWN_SPECIALIST,
-    UNSUPPORTED_MEDIA_TYPE,
     VALIDATION_ERROR,
     FieldError,
     ProblemException,
     problem_responses,
 )
-from taskyard_api.settings import PAGE_SIZE_CEILING
+from taskyard_api.request_params import (
+    CursorQuery,
+    LimitQuery,
+    TaskIdPath,
+    page_after,
+    page_size,
+    parse_task_id,
+    require_json_body,
+)
+from taskyard_common.catalog import Catalog
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
-from taskyard_common.messages import IntakeMessage, TaskStatus
+from taskyard_common.messages import ControlMessage, TaskStatus
 from taskyard_common.metrics import SUBMIT_REJECTED, TASKS_SUBMITTED
 from taskyard_common.store import NewTask, TaskRecord, TaskStore
 from taskyard_common.store.postgres import StoreUnavailable
@@ -38,39 +49,9 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
-TaskIdPath = Annotated[str, Path(description="The task id (a UUID)")]
-
-
-def _is_json(content_type: str) -> bool:
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    return media_type == "application/json" or (
-        media_type.startswith("application/") and media_type.endswith("+json")
-    )
-
-
-async def require_json_body(request: Request) -> None:
-    """415 for a body that is not JSON (runs before the body is validated, so it wins over a 422)."""
-    content_type = request.headers.get("content-type")
-    if content_type is not None and _is_json(content_type):
-        return
-    if content_type is None and not await request.body():
-        return  # no body at all: validation reports the missing fields
-    raise ProblemException(
-        UNSUPPORTED_MEDIA_TYPE("Send the task as a JSON document (Content-Type: application/json)."),
-        headers={"Accept-Post": "application/json"},
-    )
-
-
-def _parse_task_id(task_id: str) -> UUID:
-    try:
-        return UUID(task_id)
-    except ValueError:
-        # Not a UUID, so no such task can exist: the same answer as an unknown id.
-        raise ProblemException(NOT_FOUND("No task with this id.")) from None
-
 
 async def _get_task(store: TaskStore, task_id: str) -> TaskRecord:
-    record = await store.get(_parse_task_id(task_id))
+    record = await store.get(parse_task_id(task_id))
     if record is None:
         raise ProblemException(NOT_FOUND("No task with this id."))
     return record
@@ -82,6 +63,31 @@ async def _discard(store: TaskStore, task_id: UUID) -> None:
     except StoreUnavailable:
         # The one case where "not stored" cannot be kept: the sweeper announces the row after its grace.
         log.error("could not discard unannounced task %s: database unavailable", task_id)
+
+
+def _check_timeout(submission: TaskSubmission, catalog: Catalog) -> None:
+    """``timeout_seconds`` may not exceed what the specialist (or, unrouted, any specialist) allows."""
+    if submission.timeout_seconds is None:
+        return
+    spec = catalog.get(submission.specialist) if submission.specialist is not None else None
+    if spec is not None:
+        ceiling, whose = spec.max_timeout_seconds, f"max_timeout_seconds of {spec.name!r}"
+    else:
+        ceiling = max(s.max_timeout_seconds for s in catalog.specialists)
+        whose = "the largest max_timeout_seconds in the catalog"
+    if submission.timeout_seconds > ceiling:
+        raise ProblemException(
+            VALIDATION_ERROR(
+                f"timeout_seconds may be at most {ceiling:g} ({whose}).",
+                errors=[
+                    FieldError(
+                        loc=["body", "timeout_seconds"],
+                        msg=f"Input should be less than or equal to {ceiling:g}",
+                        type="less_than_equal",
+                    )
+                ],
+            )
+        )
 
 
 def _reject_reason(exc: Exception) -> str:
@@ -116,6 +122,7 @@ async def submit_task(
                 f"There is no specialist named {submission.specialist!r}.", known_specialists=catalog.names
             )
         )
+    _check_timeout(submission, catalog)
     try:
         # Known to be down: refuse before storing anything rather than insert and delete.
         publisher = broker.publisher
@@ -127,18 +134,15 @@ async def submit_task(
         input=submission.input,
         metadata=submission.metadata,
         requested_specialist=submission.specialist,
+        deadline=submission.deadline,
+        timeout_seconds=submission.timeout_seconds,
     )
     try:
         record = await store.create(new_task)
     except StoreUnavailable:
         SUBMIT_REJECTED.labels("database_unavailable").inc()
         raise
-    message = IntakeMessage(
-        task_id=record.id,
-        input=record.input,
-        requested_specialist=record.requested_specialist,
-        metadata=record.metadata,
-    )
+    message = intake_message(record)
     try:
         await publisher.publish(resources.topology.intake_exchange, INTAKE_ROUTING_KEY, message)
     except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
@@ -163,37 +167,13 @@ async def list_tasks(
     specialist: Annotated[
         str | None, Query(max_length=63, description="Only tasks routed to this specialist")
     ] = None,
-    limit: Annotated[
-        int | None, Query(ge=1, le=PAGE_SIZE_CEILING, description="Page size (default 50)")
-    ] = None,
-    cursor: Annotated[
-        str | None, Query(max_length=200, description="next_cursor of the previous page")
-    ] = None,
+    limit: LimitQuery = None,
+    cursor: CursorQuery = None,
 ) -> TaskPage:
-    page_size = settings.api.default_page_size if limit is None else limit
-    if page_size > settings.api.max_page_size:
-        raise ProblemException(
-            VALIDATION_ERROR(
-                f"limit may be at most {settings.api.max_page_size}.",
-                errors=[FieldError(loc=["query", "limit"], msg="too large", type="less_than_equal")],
-            )
-        )
-    after = None
-    if cursor is not None:
-        try:
-            after = decode_cursor(cursor)
-        except InvalidCursor:
-            raise ProblemException(
-                VALIDATION_ERROR(
-                    "The cursor is not one this API issued.",
-                    errors=[
-                        FieldError(loc=["query", "cursor"], msg="malformed cursor", type="cursor_invalid")
-                    ],
-                )
-            ) from None
+    size, after = page_size(limit, settings), page_after(cursor)
     # One extra row tells whether another page exists, so the last page carries no cursor.
-    records = await store.list(status=status, specialist=specialist, limit=page_size + 1, after=after)
-    page, more = records[:page_size], len(records) > page_size
+    records = await store.list(status=status, specialist=specialist, limit=size + 1, after=after)
+    page, more = records[:size], len(records) > size
     next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return TaskPage(items=[TaskDocument.from_record(r) for r in page], next_cursor=next_cursor)
 
@@ -209,7 +189,63 @@ async def get_task(task_id: TaskIdPath, store: StoreDep) -> TaskDocument:
 async def get_task_result(task_id: TaskIdPath, store: StoreDep) -> TaskResult:
     record = await _get_task(store, task_id)
     if record.status is not TaskStatus.COMPLETED or record.result is None:
+        hint = _NO_RESULT_HINTS.get(record.status, "")
         raise ProblemException(
-            TASK_NOT_COMPLETED(f"The task is {record.status.value}.", task_status=record.status)
+            TASK_NOT_COMPLETED(f"The task is {record.status.value}.{hint}", task_status=record.status)
         )
     return TaskResult(task_id=record.id, result=record.result, usage=record.usage)
+
+
+_NO_RESULT_HINTS = {
+    TaskStatus.FAILED: " It will have no result: see the task's error.",
+    TaskStatus.DEAD_LETTERED: " See the task's dead_letter; an operator may replay it.",
+    TaskStatus.CANCELLED: " It will have no result.",
+}
+
+
+@router.post(
+    "/{task_id}/cancel",
+    summary="Cancel a task",
+    responses={
+        200: {"description": "Cancelled: it had not started (or was cancelled already)"},
+        202: {
+            "model": TaskDocument,
+            "description": "Running: cancellation requested; its worker stops it and it becomes cancelled",
+        },
+        **problem_responses(
+            404, 409, 503, descriptions={409: "The task already finished otherwise (see task_status)"}
+        ),
+    },
+)
+async def cancel_task(task_id: TaskIdPath, response: Response, resources: ResourcesDep) -> TaskDocument:
+    """A task that has not started is cancelled at once (200). A running task is asked to stop (202): every
+    worker hears a cancel message, and the one running it stops it and records it ``cancelled``; without
+    the message (no broker, no worker listening) the worker's heartbeat notices within a third of its lease.
+    Cancelling a cancelled task answers 200 again; any other finished task answers 409."""
+    record = await resources.store.request_cancel(parse_task_id(task_id))
+    if record is None:
+        raise ProblemException(NOT_FOUND("No task with this id."))
+    if record.status is TaskStatus.CANCELLED:
+        return TaskDocument.from_record(record)
+    if record.status is not TaskStatus.RUNNING:
+        raise ProblemException(
+            TASK_ALREADY_FINISHED(
+                f"The task is {record.status.value}; only an unfinished task can be cancelled.",
+                task_status=record.status,
+            )
+        )
+    await _tell_workers(resources, record.id)
+    response.status_code = 202
+    return TaskDocument.from_record(record)
+
+
+async def _tell_workers(resources: Resources, task_id: UUID) -> None:
+    """Best effort: the request is committed, and each worker's heartbeat reads it anyway."""
+    try:
+        await resources.broker.publisher.publish(
+            resources.topology.control_exchange, "", ControlMessage(task_id=task_id)
+        )
+    except Unroutable:
+        log.info("cancel of task %s: no worker listening; its heartbeat will see the request", task_id)
+    except (BrokerUnavailable, PublishRejected) as exc:
+        log.warning("cancel of task %s not broadcast (%s); its heartbeat will see the request", task_id, exc)

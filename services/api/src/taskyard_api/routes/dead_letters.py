@@ -1,0 +1,250 @@
+"""``/v1/dead-letters``: the tasks whose message the broker gave up on, to replay or discard.
+
+The broker agent records each dead letter; here an operator lists them, replays one (the task runs again,
+optionally on another specialist) or discards it (the task stays ``dead_lettered``). These routes become
+admin-only once the API has authentication.
+
+A replay is committed first and published second. When the publish fails the answer is 503, but the replay
+stands: the task's ``published_at`` stays empty and the sweeper publishes it after its grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Depends, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from taskyard_api.announce import announce
+from taskyard_api.cursor import encode_cursor
+from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
+from taskyard_api.lifespan import Resources
+from taskyard_api.models import TaskDocument, task_path
+from taskyard_api.problems import (
+    BROKER_UNAVAILABLE,
+    NOT_FOUND,
+    QUEUE_FULL,
+    UNKNOWN_SPECIALIST,
+    ProblemException,
+    problem_responses,
+)
+from taskyard_api.request_params import (
+    CursorQuery,
+    LimitQuery,
+    TaskIdPath,
+    page_after,
+    page_size,
+    parse_task_id,
+    require_json_body,
+)
+from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
+from taskyard_common.messages import TaskStatus
+from taskyard_common.store import DeadLetterRecord
+from taskyard_common.store.postgres import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
+
+NO_DEAD_LETTER = "No open dead letter for this task (never dead-lettered, or already replayed or discarded)."
+_NOT_FOUND_DESCRIPTION = {404: "No open dead letter for this task id"}
+
+
+class DeadLetterReason(StrEnum):
+    """Why the broker dead-lettered the message (its ``x-first-death-reason``)."""
+
+    DELIVERY_LIMIT = "delivery_limit"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    MAXLEN = "maxlen"
+
+
+class DeadLetterLinks(BaseModel):
+    self_: str = Field(alias="self", description="This dead letter")
+    task: str = Field(description="The dead-lettered task")
+    replay: str = Field(description="POST here to replay it")
+
+
+def dead_letter_path(task_id: UUID) -> str:
+    return f"/v1/dead-letters/{task_id}"
+
+
+class DeadLetterDocument(BaseModel):
+    """A dead letter still to be dealt with: replayed or discarded."""
+
+    task_id: UUID
+    specialist: str | None = Field(description="The specialist whose queue it died in; null for intake")
+    reason: str = Field(description="delivery_limit, rejected, expired or maxlen (unknown: none of these)")
+    queue: str = Field(description="The queue it died in (``lease``: its worker's lease expired too often)")
+    deaths: list[dict[str, Any]] = Field(description="The broker's x-death entries")
+    recorded_at: datetime
+    task_status: TaskStatus = Field(description="The task's status (dead_lettered)")
+    links: DeadLetterLinks
+
+    @classmethod
+    def from_record(cls, record: DeadLetterRecord) -> DeadLetterDocument:
+        path = dead_letter_path(record.task_id)
+        links = {"self": path, "task": task_path(record.task_id), "replay": f"{path}/replay"}
+        return cls(
+            task_id=record.task_id,
+            specialist=record.specialist,
+            reason=record.reason,
+            queue=record.queue,
+            deaths=record.deaths,
+            recorded_at=record.recorded_at,
+            task_status=record.task_status,
+            links=DeadLetterLinks.model_validate(links),
+        )
+
+
+class DeadLetterPage(BaseModel):
+    """One page of dead letters, most recent first; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    items: list[DeadLetterDocument]
+    next_cursor: str | None
+
+
+class ReplayRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"specialist": "general"}]})
+
+    specialist: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        description="Run it on this specialist instead (see GET /v1/specialists); default: where it was",
+    )
+
+
+@router.get("", summary="List open dead letters, most recent first", responses=problem_responses(422, 503))
+async def list_dead_letters(
+    store: StoreDep,
+    settings: SettingsDep,
+    specialist: Annotated[
+        str | None, Query(max_length=63, description="Only dead letters of this specialist")
+    ] = None,
+    reason: Annotated[DeadLetterReason | None, Query(description="Only dead letters for this reason")] = None,
+    limit: LimitQuery = None,
+    cursor: CursorQuery = None,
+) -> DeadLetterPage:
+    size, after = page_size(limit, settings), page_after(cursor)
+    records = await store.list_dead_letters(
+        specialist=specialist, reason=reason.value if reason else None, limit=size + 1, after=after
+    )
+    page, more = records[:size], len(records) > size
+    next_cursor = encode_cursor(page[-1].recorded_at, page[-1].task_id) if more else None
+    return DeadLetterPage(items=[DeadLetterDocument.from_record(r) for r in page], next_cursor=next_cursor)
+
+
+@router.get(
+    "/{task_id}",
+    summary="Read an open dead letter",
+    responses=problem_responses(404, 503, descriptions=_NOT_FOUND_DESCRIPTION),
+)
+async def get_dead_letter(task_id: TaskIdPath, store: StoreDep) -> DeadLetterDocument:
+    record = await store.get_dead_letter(parse_task_id(task_id, NO_DEAD_LETTER))
+    if record is None:
+        raise ProblemException(NOT_FOUND(NO_DEAD_LETTER))
+    return DeadLetterDocument.from_record(record)
+
+
+@router.post(
+    "/{task_id}/replay",
+    status_code=202,
+    summary="Replay a dead letter: run its task again",
+    dependencies=[Depends(require_json_body)],
+    responses={
+        202: {
+            "description": "Replayed: the task is queued (or pending, when it was never routed) and published. "
+            "Location names the task.",
+            "headers": {"Location": {"description": "The task's URL", "schema": {"type": "string"}}},
+        },
+        **problem_responses(
+            400,
+            404,
+            413,
+            415,
+            422,
+            503,
+            descriptions={
+                **_NOT_FOUND_DESCRIPTION,
+                503: "Broker unavailable. Before the replay: nothing changed, retry after Retry-After seconds. "
+                "After it (task_status set): the replay stands and is published automatically; follow the task",
+            },
+        ),
+    },
+)
+async def replay_dead_letter(
+    task_id: TaskIdPath,
+    response: Response,
+    resources: ResourcesDep,
+    replay: Annotated[ReplayRequest | None, Body()] = None,
+) -> TaskDocument:
+    """The task gets a fresh start (attempts reset to 0) on its specialist, or on ``specialist`` when given;
+    a task that died before it was routed goes back to the broker agent instead."""
+    ident = parse_task_id(task_id, NO_DEAD_LETTER)
+    specialist = replay.specialist if replay is not None else None
+    catalog = resources.catalog
+    if specialist is not None and catalog.get(specialist) is None:
+        raise ProblemException(
+            UNKNOWN_SPECIALIST(
+                f"There is no specialist named {specialist!r}.", known_specialists=catalog.names
+            )
+        )
+    retry_after = {"Retry-After": str(resources.settings.retry_after_seconds)}
+    try:
+        # Known to be down: leave the dead letter as it is rather than replay and hope.
+        publisher = resources.broker.publisher
+    except BrokerUnavailable:
+        raise ProblemException(
+            BROKER_UNAVAILABLE("The message broker is unavailable; the dead letter was not replayed."),
+            retry_after,
+        ) from None
+    record = await resources.store.replay_dead_letter(ident, specialist)
+    if record is None:
+        raise ProblemException(NOT_FOUND(NO_DEAD_LETTER))
+    try:
+        await announce(publisher, resources.topology, record)
+    except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
+        log.warning("replayed task %s not published (%s); the sweeper will publish it", record.id, exc)
+        kind = QUEUE_FULL if isinstance(exc, PublishRejected) else BROKER_UNAVAILABLE
+        api = resources.settings.api
+        detail = (
+            f"The dead letter was replayed (the task is {record.status.value}) but could not be published; "
+            f"it is published automatically within about "
+            f"{api.sweeper_grace_seconds + api.sweeper_interval_seconds:g} seconds. "
+            "Do not replay it again: follow the task."
+        )
+        headers = {**retry_after, "Location": task_path(record.id)}
+        raise ProblemException(kind(detail, task_status=record.status), headers) from exc
+    await _mark_published(resources, record.id)
+    log.info("replayed dead letter of task %s (now %s)", record.id, record.status.value)
+    response.headers["Location"] = task_path(record.id)
+    return TaskDocument.from_record(record)
+
+
+async def _mark_published(resources: Resources, task_id: UUID) -> None:
+    try:
+        await resources.store.mark_published(task_id)
+    except StoreUnavailable:
+        # Published, so replayed. The sweeper publishes it once more later; a worker runs it once.
+        log.warning("replayed task %s published but not marked published: database unavailable", task_id)
+
+
+@router.delete(
+    "/{task_id}",
+    status_code=204,
+    summary="Discard a dead letter; the task stays dead_lettered",
+    response_class=Response,
+    responses={
+        204: {"description": "Discarded"},
+        **problem_responses(404, 503, descriptions=_NOT_FOUND_DESCRIPTION),
+    },
+)
+async def discard_dead_letter(task_id: TaskIdPath, store: StoreDep) -> Response:
+    if not await store.discard_dead_letter(parse_task_id(task_id, NO_DEAD_LETTER)):
+        raise ProblemException(NOT_FOUND(NO_DEAD_LETTER))
+    return Response(status_code=204)

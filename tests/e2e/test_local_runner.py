@@ -1,0 +1,126 @@
+"""The local runner behind `make up`: starts everything, restarts what dies, stops cleanly on Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from taskyard_common.catalog import Catalog
+from taskyard_common.settings import AmqpSettings, DbSettings
+from tests.support.api_client import submit, wait_for_status
+from tests.support.devllm import DevLlm
+from tests.support.processes import eventually, free_port, wait_http_ok
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_up_supervises_every_service(
+    amqp_settings: AmqpSettings, db_settings: DbSettings, catalog: Catalog, devllm: DevLlm, tmp_path: Path
+):
+    api_port, health_base = free_port(), free_port()
+    # The runner gives the broker agent health_base and the workers the ports after it.
+    health_ports = [health_base + i for i in range(len(catalog.names) + 1)]
+    env = {
+        **os.environ,
+        "TASKYARD_AMQP_URL": amqp_settings.url.get_secret_value(),
+        "TASKYARD_AMQP_PREFIX": amqp_settings.prefix,
+        "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp_settings.delivery_limit),
+        "TASKYARD_AMQP_MAX_LENGTH": str(amqp_settings.max_length),
+        "TASKYARD_DB_URL": db_settings.url.get_secret_value(),
+        "TASKYARD_DB_SCHEMA": db_settings.db_schema,
+        "TASKYARD_LLM_BASE_URL": devllm.base_url,
+        "TASKYARD_LLM_MODEL": devllm.new_model(),
+        "PYTHONUNBUFFERED": "1",
+    }
+    log_path = tmp_path / "up.log"
+    with log_path.open("wb") as log:
+        runner = subprocess.Popen(  # noqa: ASYNC220 - started once; the test awaits it in a thread
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "up.py"),
+                "--port",
+                str(api_port),
+                "--health-base-port",
+                str(health_base),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+        try:
+            base = f"http://127.0.0.1:{api_port}"
+            await wait_http_ok(f"{base}/readyz", timeout=90)
+            for port in health_ports:
+                await wait_http_ok(f"http://127.0.0.1:{port}/readyz", timeout=60)
+
+            # A worker dies as a pod would: the runner starts it again and says so.
+            worker_port = health_ports[-1]
+            pid = _pid_listening_on(worker_port)
+            os.kill(pid, signal.SIGKILL)
+
+            async def restarted() -> bool:
+                text = log_path.read_text(errors="replace")
+                return "restart #1" in text and _pid_listening_on(worker_port, required=False) not in (
+                    None,
+                    pid,
+                )
+
+            await eventually(restarted, timeout=60, what="the killed worker to be restarted")
+            await wait_http_ok(f"http://127.0.0.1:{worker_port}/readyz", timeout=60)
+
+            async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+                submitted = await submit(client, {"input": "Summarize: the runner works."})
+                document = await wait_for_status(client, submitted["id"], {"completed", "failed"})
+                assert document["status"] == "completed"
+        finally:
+            runner.send_signal(signal.SIGINT)
+            try:
+                code = await asyncio.to_thread(runner.wait, 60)
+            except subprocess.TimeoutExpired:
+                runner.kill()
+                raise
+    output = log_path.read_text(errors="replace")
+    assert code == 0, output[-3000:]
+    assert "stopped" in output
+    for port in [api_port, *health_ports]:
+        assert _pid_listening_on(port, required=False) is None, f"something still listens on {port}"
+
+
+def _pid_listening_on(port: int, *, required: bool = True) -> int | None:
+    """The pid of the process listening on ``port`` (from /proc, no extra tools)."""
+    inode = None
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                inode = fields[9]
+    if inode is None:
+        if required:
+            raise AssertionError(f"nothing listens on port {port}")
+        return None
+    target = f"socket:[{inode}]"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) == target:
+                    return int(proc.name)
+        except OSError:
+            continue
+    return None

@@ -1,0 +1,109 @@
+"""taskyard as real processes for end-to-end tests: start, kill and restart any service at will."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+from pathlib import Path
+
+import httpx
+
+from taskyard_common.settings import AmqpSettings, DbSettings
+from tests.support.devllm import DevLlm
+from tests.support.processes import Service, free_port, wait_http_ok
+
+# uvicorn re-raises SIGTERM after its graceful shutdown, so the API's clean exit reads -15.
+CLEAN_EXITS = (0, None, -signal.SIGTERM)
+
+
+class Cluster:
+    """The API, the broker agent and workers of one test, sharing that test's queue prefix and schema."""
+
+    def __init__(
+        self, amqp: AmqpSettings, db: DbSettings, catalog_path: Path, devllm: DevLlm, log_dir: Path
+    ) -> None:
+        self.model = devllm.new_model()
+        self.env = {
+            "TASKYARD_AMQP_URL": amqp.url.get_secret_value(),
+            "TASKYARD_AMQP_PREFIX": amqp.prefix,
+            "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp.delivery_limit),
+            "TASKYARD_AMQP_MAX_LENGTH": str(amqp.max_length),
+            "TASKYARD_DB_URL": db.url.get_secret_value(),
+            "TASKYARD_DB_SCHEMA": db.db_schema,
+            "TASKYARD_CATALOG_PATH": str(catalog_path),
+            "TASKYARD_LLM_BASE_URL": devllm.base_url,
+            "TASKYARD_LLM_MODEL": self.model,
+            "TASKYARD_LOG_LEVEL": "INFO",
+        }
+        self.log_dir = log_dir
+        self.services: list[Service] = []
+        self.health_urls: dict[str, str] = {}
+        self.api_url = ""
+        self._numbers = itertools.count(1)
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Service:
+        service = Service(f"{name}-{next(self._numbers)}", argv, {**self.env, **env}, self.log_dir)
+        self.services.append(service)
+        return service
+
+    async def start_api(self, **env: str) -> Service:
+        port = free_port()
+        service = self._spawn("api", ["taskyard-api", "--port", str(port)], env)
+        self.api_url = f"http://127.0.0.1:{port}"
+        await wait_http_ok(f"{self.api_url}/readyz", service, timeout=60)
+        return service
+
+    async def start_broker_agent(self, **env: str) -> Service:
+        return await self._start_with_health("broker-agent", ["taskyard-broker-agent"], env)
+
+    async def start_worker(self, specialist: str, **env: str) -> Service:
+        return await self._start_with_health(
+            f"worker-{specialist}", ["taskyard-worker", "--specialist", specialist], env
+        )
+
+    async def _start_with_health(self, name: str, argv: list[str], env: dict[str, str]) -> Service:
+        port = free_port()
+        service = self._spawn(name, argv, {**env, "TASKYARD_HEALTH_PORT": str(port)})
+        self.health_urls[service.name] = f"http://127.0.0.1:{port}"
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service, timeout=60)
+        return service
+
+    async def metrics(self, service: Service) -> str:
+        url = (
+            f"{self.api_url}/metrics"
+            if service.name.startswith("api")
+            else f"{self.health_urls[service.name]}/metrics"
+        )
+        async with httpx.AsyncClient(timeout=10) as client:
+            response = await client.get(url)
+            response.raise_for_status()
+            return response.text
+
+    def kill(self, service: Service) -> None:
+        service.proc.kill()
+        service.proc.wait(10)
+
+    def logs(self) -> str:
+        return "\n\n".join(f"--- {s.name} ---\n{s.log_tail(40)}" for s in self.services)
+
+    def stop_all(self) -> dict[str, int | None]:
+        """SIGTERM everything still running; returns the exit codes that were not clean."""
+        unclean = {}
+        for service in self.services:
+            was_running = service.proc.poll() is None
+            code = service.stop()
+            if was_running and code not in CLEAN_EXITS:
+                unclean[service.name] = code
+        return unclean
+
+
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """Sum a metric's samples whose labels include ``labels`` (Prometheus text format)."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        series, value = line.rsplit(" ", 1)
+        if all(f'{k}="{v}"' in series for k, v in labels.items()):
+            total += float(value)
+    return total
