@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import aio_pika
+import aiormq
 import pytest
-from aio_pika.abc import AbstractChannel, AbstractQueue
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
+from yarl import URL
 
 from taskyard_broker_agent.app import BrokerAgent
 from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
 from taskyard_common.amqp import Publisher
-from taskyard_common.messages import IntakeMessage, TaskInput, WorkMessage
+from taskyard_common.messages import (
+    IntakeMessage,
+    RoutingDecision,
+    RoutingMethod,
+    TaskInput,
+    TaskStatus,
+    WorkMessage,
+)
 from taskyard_common.settings import (
     AmqpSettings,
     CatalogSettings,
@@ -27,6 +38,7 @@ from taskyard_common.settings import (
 from taskyard_common.store import NewTask, PostgresTaskStore
 from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology
 from tests.support.processes import eventually
+from tests.support.tcp_proxy import TcpProxy
 
 NO_LLM = LlmSettings(base_url=None, api_key=None)
 
@@ -35,10 +47,15 @@ NO_LLM = LlmSettings(base_url=None, api_key=None)
 def make_settings(
     amqp_settings: AmqpSettings, db_settings: DbSettings, catalog_path: Path
 ) -> Callable[..., ServiceSettings]:
-    def make(llm: LlmSettings = NO_LLM, **broker: Any) -> ServiceSettings:
+    def make(
+        llm: LlmSettings = NO_LLM,
+        amqp: AmqpSettings | None = None,
+        db: DbSettings | None = None,
+        **broker: Any,
+    ) -> ServiceSettings:
         return ServiceSettings(
-            amqp=amqp_settings,
-            db=db_settings,
+            amqp=amqp or amqp_settings,
+            db=db or db_settings,
             llm=llm,
             catalog=CatalogSettings(path=catalog_path),
             health=HealthSettings(port=0),
@@ -75,13 +92,46 @@ def run_agent(
 class Bus:
     """The test's side of the broker: sends intake messages, reads the specialist and dead-letter queues."""
 
-    def __init__(self, channel: AbstractChannel, publisher: Publisher, topology: Topology) -> None:
+    def __init__(
+        self,
+        connection: AbstractConnection,
+        channel: AbstractChannel,
+        publisher: Publisher,
+        topology: Topology,
+    ) -> None:
+        self.connection = connection
         self.channel = channel
         self.publisher = publisher
         self.topology = topology
 
     async def send(self, message: IntakeMessage) -> None:
         await self.publisher.publish(self.topology.intake_exchange, INTAKE_ROUTING_KEY, message)
+
+    async def send_work(self, work: WorkMessage) -> None:
+        await self.publisher.publish(self.topology.tasks_exchange, work.specialist, work)
+
+    async def fill(self, specialist: str, max_length: int) -> int:
+        """Fill a specialist queue until the broker refuses a publish (``reject-publish``); returns how many
+        messages it holds. A quorum queue's limit is approximate: it may take one more than ``max_length``."""
+        channel = await self.connection.channel()  # a confirm channel of its own
+        try:
+            exchange = await channel.get_exchange(self.topology.tasks_exchange, ensure=False)
+            await asyncio.gather(
+                *(
+                    exchange.publish(aio_pika.Message(b"filler"), routing_key=specialist)
+                    for _ in range(max_length)
+                )
+            )
+            held = max_length
+            for _ in range(10):
+                try:
+                    await exchange.publish(aio_pika.Message(b"filler"), routing_key=specialist)
+                except aiormq.exceptions.DeliveryError:
+                    return held
+                held += 1
+            raise AssertionError(f"{specialist} still takes messages beyond {held}")
+        finally:
+            await channel.close()
 
     async def send_raw(self, body: bytes) -> None:
         exchange = await self.channel.get_exchange(self.topology.intake_exchange, ensure=False)
@@ -98,6 +148,20 @@ class Bus:
             message = await queue.get(no_ack=True, fail=False)
             if message is not None:
                 got.append(message.body)
+            return bool(got)
+
+        await eventually(arrived, timeout=15, what=f"a message on {queue_name}")
+        return got[0]
+
+    async def take(self, queue_name: str) -> AbstractIncomingMessage:
+        """One message from ``queue_name`` as a worker would hold it: unacked, to settle as the test likes."""
+        queue = await self.queue(queue_name)
+        got: list[AbstractIncomingMessage] = []
+
+        async def arrived() -> bool:
+            message = await queue.get(fail=False)
+            if message is not None:
+                got.append(message)
             return bool(got)
 
         await eventually(arrived, timeout=15, what=f"a message on {queue_name}")
@@ -120,7 +184,7 @@ async def bus(amqp_settings: AmqpSettings, test_id: str) -> AsyncIterator[Bus]:
     try:
         channel = await connection.channel()
         publisher = await Publisher.open(connection, amqp_settings)
-        yield Bus(channel, publisher, Topology(amqp_settings.prefix))
+        yield Bus(connection, channel, publisher, Topology(amqp_settings.prefix))
         await publisher.close()
     finally:
         await connection.close()
@@ -131,11 +195,23 @@ def new_task(store: PostgresTaskStore) -> Callable[..., Awaitable[IntakeMessage]
     """Creates the task row (as the API does) and returns the intake message announcing it."""
 
     async def create(
-        task_input: TaskInput, *, requested: str | None = None, metadata: dict[str, str] | None = None
+        task_input: TaskInput,
+        *,
+        requested: str | None = None,
+        metadata: dict[str, str] | None = None,
+        deadline: datetime | None = None,
+        timeout_seconds: float | None = None,
     ) -> IntakeMessage:
         task_id = uuid.uuid4()
         await store.create(
-            NewTask(id=task_id, input=task_input, metadata=metadata or {}, requested_specialist=requested)
+            NewTask(
+                id=task_id,
+                input=task_input,
+                metadata=metadata or {},
+                requested_specialist=requested,
+                deadline=deadline,
+                timeout_seconds=timeout_seconds,
+            )
         )
         return IntakeMessage(
             task_id=task_id,
@@ -143,6 +219,61 @@ def new_task(store: PostgresTaskStore) -> Callable[..., Awaitable[IntakeMessage]
             requested_specialist=requested,
             metadata=metadata or {},
             traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            deadline=deadline,
+            timeout_seconds=timeout_seconds,
         )
 
     return create
+
+
+@pytest.fixture
+def routed_task(
+    store: PostgresTaskStore, new_task: Callable[..., Awaitable[IntakeMessage]]
+) -> Callable[..., Awaitable[WorkMessage]]:
+    """A task routed to ``specialist`` (as the broker agent leaves it) and the work message announcing it."""
+
+    async def create(specialist: str = "summarizer", **kwargs: Any) -> WorkMessage:
+        intake = await new_task("Please summarize this document", **kwargs)
+        decision = RoutingDecision(
+            method=RoutingMethod.RULES, specialist=specialist, reason="matched: summarize", confidence=0.7
+        )
+        assert await store.record_routing(intake.task_id, decision)
+        return WorkMessage(
+            task_id=intake.task_id,
+            specialist=specialist,
+            input=intake.input,
+            routing=decision,
+            deadline=intake.deadline,
+            timeout_seconds=intake.timeout_seconds,
+        )
+
+    return create
+
+
+def status_is(
+    store: PostgresTaskStore, task_id: uuid.UUID, status: TaskStatus
+) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        task = await store.get(task_id)
+        return task is not None and task.status is status
+
+    return check
+
+
+@pytest.fixture
+async def tcp_proxy() -> AsyncIterator[Callable[[str], Awaitable[tuple[TcpProxy, str]]]]:
+    """``proxy, url = await tcp_proxy(url)``: a TCP proxy in front of the service at ``url`` and the same
+    URL pointing at the proxy; ``proxy.stop()`` cuts every connection through it, ``proxy.resume()``
+    accepts again."""
+    proxies: list[TcpProxy] = []
+
+    async def make(url: str) -> tuple[TcpProxy, str]:
+        target = URL(url)
+        proxy = TcpProxy(target.host or "127.0.0.1", target.explicit_port or target.port or 0)
+        await proxy.start()
+        proxies.append(proxy)
+        return proxy, str(target.with_host("127.0.0.1").with_port(proxy.port))
+
+    yield make
+    for proxy in proxies:
+        await proxy.close()

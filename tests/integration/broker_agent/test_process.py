@@ -63,6 +63,10 @@ async def test_service_routes_reports_metrics_and_stops_on_sigterm(
             # Label sets are pre-initialised: a dashboard shows zeros, not gaps.
             assert 'taskyard_routing_decisions_total{method="rules",specialist="researcher"} 0.0' in metrics
             assert 'taskyard_routing_fallbacks_total{reason="llm_error"} 0.0' in metrics
+            for reason in ("delivery_limit", "rejected", "expired", "maxlen", "unknown"):
+                assert f'taskyard_dead_letters_total{{reason="{reason}"}} 0.0' in metrics
+            assert 'taskyard_leases_reclaimed_total{outcome="dead_lettered"} 0.0' in metrics
+            assert "taskyard_intake_retries_total 0.0" in metrics
             assert (await client.get("/healthz")).status_code == 200
     finally:
         returncode = service.stop()

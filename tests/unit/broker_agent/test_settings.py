@@ -2,7 +2,6 @@
 
 import pytest
 
-from taskyard_broker_agent.intake import retry_delay
 from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
 from taskyard_common.settings import (
     AmqpSettings,
@@ -60,6 +59,23 @@ def test_bare_field_names_in_the_environment_are_ignored(monkeypatch: pytest.Mon
     assert "elsewhere" not in AmqpSettings().url.get_secret_value()
 
 
-def test_retry_delay_doubles_per_delivery_up_to_the_cap():
-    assert [retry_delay(n, 1.0, 30.0) for n in range(7)] == [1, 2, 4, 8, 16, 30, 30]
-    assert retry_delay(10_000, 0.5, 60.0) == 60.0
+def test_reliability_defaults_and_environment(monkeypatch: pytest.MonkeyPatch):
+    names = (
+        "MAX_ATTEMPTS",
+        "RETRY_BASE_SECONDS",
+        "RETRY_MAX_SECONDS",
+        "DEAD_LETTER_PREFETCH",
+        "REAPER_INTERVAL_SECONDS",
+        "REPUBLISH_AFTER_SECONDS",
+    )
+    for name in names:
+        monkeypatch.delenv(f"TASKYARD_BROKER_{name}", raising=False)
+    defaults = BrokerAgentSettings()
+    assert [getattr(defaults, name.lower()) for name in names] == [10, 1.0, 30.0, 32, 5.0, 60.0]
+    for name, value in zip(names, ("3", "0.5", "8", "4", "0.25", "2"), strict=True):
+        monkeypatch.setenv(f"TASKYARD_BROKER_{name}", value)
+    configured = BrokerAgentSettings()
+    assert [getattr(configured, name.lower()) for name in names] == [3, 0.5, 8.0, 4, 0.25, 2.0]
+    monkeypatch.setenv("TASKYARD_BROKER_MAX_ATTEMPTS", "0")
+    with pytest.raises(ValueError):
+        BrokerAgentSettings()

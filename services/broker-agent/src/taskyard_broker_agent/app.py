@@ -1,4 +1,5 @@
-"""The broker agent process: resources opened once at start, the intake consumer, a graceful SIGTERM."""
+"""The broker agent process: resources opened once at start, the intake and dead-letter consumers, the
+lease reaper, a graceful SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import logging
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
@@ -16,8 +18,10 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustConnection
 from pydantic import ValidationError
 
+from taskyard_broker_agent.deadletters import DeadLetterConsumer
 from taskyard_broker_agent.inflight import InFlight
 from taskyard_broker_agent.intake import IntakeHandler
+from taskyard_broker_agent.reaper import Reaper
 from taskyard_broker_agent.router import Router
 from taskyard_broker_agent.settings import ServiceSettings, get_settings
 from taskyard_common import metrics
@@ -29,7 +33,7 @@ from taskyard_common.logging import configure_logging
 from taskyard_common.messages import IntakeMessage
 from taskyard_common.settings import HealthSettings
 from taskyard_common.store import PostgresTaskStore
-from taskyard_common.topology import Topology, declare
+from taskyard_common.topology import Topology, dead_letter_queue_arguments, declare
 
 SERVICE = "taskyard-broker-agent"
 # /readyz must answer quickly even when the database hangs.
@@ -50,8 +54,13 @@ class Resources:
     connection: AbstractRobustConnection
     channel: AbstractChannel
     intake_queue: AbstractQueue
+    dead_letter_channel: AbstractChannel
+    dead_letter_queue: AbstractQueue
     publisher: Publisher
     health: HealthServer
+    # More conditions of readiness, added by the agent once its parts run (the reaper).
+    ready_checks: list[Callable[[], bool]]
+    _ready: Callable[[], Awaitable[bool]]
     _stack: AsyncExitStack
 
     @classmethod
@@ -75,11 +84,20 @@ class Resources:
             channel = await connection.channel()
             await channel.set_qos(prefetch_count=settings.broker.prefetch)
             declared = await declare(channel, topology, catalog.names, settings.amqp)
+            # Dead letters on a channel of their own: their prefetch is independent of the intake's.
+            dead_letter_channel = await connection.channel()
+            await dead_letter_channel.set_qos(prefetch_count=settings.broker.dead_letter_prefetch)
+            dead_letter_queue = await dead_letter_channel.declare_queue(
+                topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
+            )
             publisher = await Publisher.open(connection, settings.amqp)
             stack.push_async_callback(publisher.close)
+            checks: list[Callable[[], bool]] = []
 
             async def ready() -> bool:
-                if connection.is_closed or channel.is_closed:
+                if connection.is_closed or channel.is_closed or dead_letter_channel.is_closed:
+                    return False
+                if not all(check() for check in checks):
                     return False
                 async with asyncio.timeout(_READY_TIMEOUT_SECONDS):
                     await store.ping()
@@ -97,24 +115,39 @@ class Resources:
                 connection,
                 channel,
                 declared.queues[topology.intake_queue],
+                dead_letter_channel,
+                dead_letter_queue,
                 publisher,
                 health,
+                checks,
+                ready,
                 stack.pop_all(),
             )
         return resources
+
+    async def ready(self) -> bool:
+        """What ``/readyz`` answers: broker channels open, reaper running, database answering."""
+        try:
+            return await self._ready()
+        except Exception:
+            return False
 
     async def aclose(self) -> None:
         await self._stack.aclose()
 
 
 class BrokerAgent:
-    """Consumes the intake queue until stopped. ``async with BrokerAgent(settings):`` runs it in-process."""
+    """Consumes the intake and dead-letter queues and reaps expired leases until stopped.
+    ``async with BrokerAgent(settings):`` runs it in-process."""
 
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         self.resources: Resources | None = None
-        self._inflight = InFlight()
+        self.reaper: Reaper | None = None
+        self._inflight = InFlight("intake message")
+        self._dead_letters_inflight = InFlight("dead letter")
         self._consumer_tag: str | None = None
+        self._dead_letter_tag: str | None = None
 
     @property
     def in_flight(self) -> int:
@@ -133,31 +166,69 @@ class BrokerAgent:
                 resources.topology,
                 retry_base_seconds=self.settings.broker.retry_base_seconds,
                 retry_max_seconds=self.settings.broker.retry_max_seconds,
+                max_attempts=self.settings.broker.max_attempts,
+            )
+            dead_letters = DeadLetterConsumer(
+                resources.store,
+                resources.topology,
+                retry_base_seconds=self.settings.broker.retry_base_seconds,
+                retry_max_seconds=self.settings.broker.retry_max_seconds,
+            )
+            self.reaper = reaper = Reaper(
+                resources.store,
+                resources.publisher,
+                resources.topology,
+                interval_seconds=self.settings.broker.reaper_interval_seconds,
+                max_expirations=self.settings.amqp.delivery_limit,
+                republish_after_seconds=self.settings.broker.republish_after_seconds,
+            )
+            reaper.start()
+            resources.ready_checks.append(lambda: reaper.running)
+            self._dead_letter_tag = await resources.dead_letter_queue.consume(
+                self._dead_letters_inflight.track(dead_letters.on_message)
             )
             self._consumer_tag = await consume(
                 resources.intake_queue, IntakeMessage, self._inflight.track(handler)
             )
         except BaseException:
             self.resources = None
+            if self.reaper is not None:
+                await self.reaper.stop(0)
+                self.reaper = None
             await resources.aclose()
             raise
         log.info(
-            "consuming %s (prefetch %d, routing with %s)",
+            "consuming %s (prefetch %d, routing with %s) and %s; reaping expired leases every %.1f s",
             resources.intake_queue.name,
             self.settings.broker.prefetch,
             f"LLM {self.settings.llm.model}" if resources.router.uses_llm else "rules only",
+            resources.dead_letter_queue.name,
+            self.settings.broker.reaper_interval_seconds,
         )
 
+    async def ready(self) -> bool:
+        return self.resources is not None and await self.resources.ready()
+
     async def stop(self) -> None:
-        """Stop taking messages, let those in flight finish (bounded), then close everything."""
+        """Stop taking messages, let those in flight and the reaper's round finish (bounded), then close
+        everything."""
         resources, self.resources = self.resources, None
         if resources is None:
             return
+        grace = self.settings.broker.shutdown_grace_seconds
         try:
-            if self._consumer_tag is not None:
-                with contextlib.suppress(RuntimeError, aiormq.exceptions.AMQPError):
-                    await resources.intake_queue.cancel(self._consumer_tag)
-            await self._inflight.drain(self.settings.broker.shutdown_grace_seconds)
+            for queue, tag in (
+                (resources.intake_queue, self._consumer_tag),
+                (resources.dead_letter_queue, self._dead_letter_tag),
+            ):
+                if tag is not None:
+                    with contextlib.suppress(RuntimeError, aiormq.exceptions.AMQPError):
+                        await queue.cancel(tag)
+            await asyncio.gather(
+                self._inflight.drain(grace),
+                self._dead_letters_inflight.drain(grace),
+                self.reaper.stop(grace) if self.reaper is not None else asyncio.sleep(0),
+            )
         finally:
             await resources.aclose()
         log.info("stopped")

@@ -1,4 +1,4 @@
-"""Tracks the intake handlers in flight, so a shutdown can let them finish before closing the connection."""
+"""Tracks the handlers in flight, so a shutdown can let them finish before closing the connection."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ class InFlight:
     after the handler returns; waiting for the task, not just the handler, means the ack has gone out too.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "intake message") -> None:
+        self._what = what  # for the log lines
         self._tasks: set[asyncio.Task[object]] = set()
 
     def __len__(self) -> int:
@@ -39,10 +40,10 @@ class InFlight:
         pending = {t for t in self._tasks if t is not asyncio.current_task()}
         if not pending:
             return
-        log.info("waiting for %d intake message(s) in flight", len(pending))
+        log.info("waiting for %d %s(s) in flight", len(pending), self._what)
         _, late = await asyncio.wait(pending, timeout=grace_seconds)
         if late:
-            log.warning("handing back %d intake message(s) still in flight", len(late))
+            log.warning("handing back %d %s(s) still in flight", len(late), self._what)
             for task in late:
                 task.cancel()
             await asyncio.wait(late, timeout=5)

@@ -6,15 +6,19 @@ Idempotent under redelivery, because the store is the source of truth:
   a task that is still pending;
 - a redelivery after a crash between recording and publishing finds the task queued and publishes the
   STORED decision again, without routing a second time (the answer could differ, and it costs an LLM call);
-- a task that is already running or finished, or that the API discarded, is acknowledged without a publish.
+- a task that is already running or finished (cancelled included), or that the API discarded, is
+  acknowledged without a publish.
 
-Returning acknowledges (the consume helper settles); a raised ``TransientError`` requeues.
+Returning acknowledges (the consume helper settles). A transient failure never holds or requeues the
+message: it is published again through a delay queue with ``attempt + 1`` and acknowledged, so waiting
+costs no delivery of the intake queue's limit; after ``max_attempts`` the task fails with
+``routing_failed``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from datetime import UTC, datetime
 
 from aio_pika.abc import AbstractIncomingMessage
 
@@ -22,7 +26,7 @@ from taskyard_broker_agent.router import Router
 from taskyard_common import metrics
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import Catalog
-from taskyard_common.errors import PermanentError
+from taskyard_common.errors import PermanentError, TaskyardError
 from taskyard_common.messages import (
     IntakeMessage,
     RoutingDecision,
@@ -31,28 +35,29 @@ from taskyard_common.messages import (
     Usage,
     WorkMessage,
 )
+from taskyard_common.retry import backoff_seconds, publish_delayed
 from taskyard_common.store import TaskRecord, TaskStore
-from taskyard_common.topology import Topology
+from taskyard_common.topology import INTAKE_TARGET, Topology
 
 log = logging.getLogger(__name__)
 
 EXPLICIT_REASON = "requested by the client"
+_ERROR_DETAIL_MAX = 500
 
 
-def retry_delay(deliveries_before: int, base_seconds: float, max_seconds: float) -> float:
-    """Exponential backoff by the number of earlier deliveries: base, 2 x base, 4 x base, ... up to max."""
-    return min(max_seconds, base_seconds * 2 ** min(deliveries_before, 30))
+def deadline_passed(deadline: datetime | None, now: datetime | None = None) -> bool:
+    if deadline is None:
+        return False
+    if deadline.tzinfo is None:  # a client may send a naive timestamp: taskyard means UTC
+        deadline = deadline.replace(tzinfo=UTC)
+    return deadline <= (now or datetime.now(UTC))
 
 
-def deliveries_before(delivery: AbstractIncomingMessage) -> int:
-    """How often the broker delivered this message before (``x-delivery-count``, absent the first time;
-    RabbitMQ 4.3 renamed it ``x-acquired-count``)."""
-    headers = delivery.headers or {}
-    for name in ("x-delivery-count", "x-acquired-count"):
-        value = headers.get(name)
-        if isinstance(value, int):
-            return value
-    return 0
+def describe_error(exc: BaseException) -> str:
+    """Safe to store and log: taskyard's own errors say what failed; anything else only by its type."""
+    if isinstance(exc, TaskyardError):
+        return f"{type(exc).__name__}: {exc}"[:_ERROR_DETAIL_MAX]
+    return type(exc).__name__
 
 
 class IntakeHandler:
@@ -66,6 +71,7 @@ class IntakeHandler:
         *,
         retry_base_seconds: float = 1.0,
         retry_max_seconds: float = 30.0,
+        max_attempts: int = 10,
     ) -> None:
         self._catalog = catalog
         self._store = store
@@ -74,18 +80,57 @@ class IntakeHandler:
         self._topology = topology
         self._retry_base = retry_base_seconds
         self._retry_max = retry_max_seconds
+        self._max_attempts = max_attempts
 
     async def __call__(self, message: IntakeMessage, delivery: AbstractIncomingMessage) -> None:
         try:
             await self.handle(message)
         except PermanentError:
-            raise
-        except Exception:
-            # The consume helper requeues at once, and the queue dead-letters after a few deliveries: without
-            # a pause, a database blip or a full specialist queue would exhaust them in milliseconds. Holding
-            # the message unacked for a while is the delayed retry (a shutdown cancels the pause).
-            await asyncio.sleep(retry_delay(deliveries_before(delivery), self._retry_base, self._retry_max))
-            raise
+            raise  # the consume helper dead-letters it
+        except Exception as exc:
+            await self._retry_later(message, exc)
+
+    async def _retry_later(self, message: IntakeMessage, exc: Exception) -> None:
+        """Route again later, through a delay queue; fail the task once the attempts are used up.
+
+        If this publish (or the final ``fail``) raises as well, the exception reaches the consume helper,
+        which requeues the message: the intake queue's delivery limit bounds that, then the dead-letter
+        consumer records the task.
+        """
+        detail = describe_error(exc)
+        if message.attempt >= self._max_attempts:
+            await self._give_up(message, detail)
+            return
+        delay = backoff_seconds(message.attempt, self._retry_base, self._retry_max)
+        again = message.model_copy(update={"attempt": message.attempt + 1})
+        tier = await publish_delayed(self._publisher, self._topology, INTAKE_TARGET, again, delay)
+        metrics.INTAKE_RETRIES.inc()
+        log.warning(
+            "routing task %s failed (attempt %d of %d: %s); next attempt in %d s",
+            message.task_id,
+            message.attempt,
+            self._max_attempts,
+            detail,
+            tier,
+            # Expected failures stay one line; anything else keeps its traceback.
+            exc_info=not isinstance(exc, TaskyardError),
+        )
+
+    async def _give_up(self, message: IntakeMessage, detail: str) -> None:
+        task = await self._store.get(message.task_id)
+        if task is None or task.status not in (TaskStatus.PENDING, TaskStatus.QUEUED):
+            # Discarded, finished, or a worker has it after all (a publish whose confirm timed out may
+            # still have reached the queue): nothing to fail.
+            return
+        error = {
+            "type": "routing_failed",
+            "message": f"routing failed {message.attempt} times; last error: {detail}",
+            "attempts": message.attempt,
+        }
+        if await self._store.fail(message.task_id, error, Usage()):
+            log.error(
+                "failed task %s: routing failed %d times (%s)", message.task_id, message.attempt, detail
+            )
 
     async def handle(self, message: IntakeMessage) -> None:
         task = await self._store.get(message.task_id)
@@ -93,11 +138,14 @@ class IntakeHandler:
             # Checked before routing, so a redelivery never pays for a second LLM call.
             await self._resume(message, task)
             return
+        if deadline_passed(task.deadline or message.deadline):
+            await self._expire(message)
+            return
         decision = await self._decide(message)
         if decision is None:
             return
         if not await self._store.record_routing(message.task_id, decision):
-            # Another delivery of the same message got there first: follow what it recorded.
+            # Another delivery got there first, or the task was cancelled meanwhile: follow the store.
             await self._resume(message, await self._store.get(message.task_id))
             return
         metrics.ROUTING_DECISIONS.labels(decision.method.value, decision.specialist).inc()
@@ -109,7 +157,7 @@ class IntakeHandler:
             decision.specialist,
             decision.confidence,
         )
-        await self._publish(message, decision)
+        await self._publish(message, task, decision)
 
     async def _decide(self, message: IntakeMessage) -> RoutingDecision | None:
         """The decision, or None when the task was failed instead (an unknown requested specialist)."""
@@ -130,23 +178,34 @@ class IntakeHandler:
         log.warning("failed task %s: requested specialist %s not in the catalog", message.task_id, requested)
         return None
 
+    async def _expire(self, message: IntakeMessage) -> None:
+        error = {"type": "expired", "message": "the task's deadline passed before it was routed"}
+        if await self._store.fail(message.task_id, error, Usage()):
+            log.info("failed task %s: its deadline passed before routing", message.task_id)
+
     async def _resume(self, message: IntakeMessage, task: TaskRecord | None) -> None:
         if task is None:
             # The API discards a task whose intake publish it could not confirm, and told the client so.
             log.warning("dropping intake message for unknown task %s (discarded by the API)", message.task_id)
             return
+        if task.status.terminal:
+            log.info("ignoring intake message for task %s: already %s", task.id, task.status.value)
+            return
         if task.status is TaskStatus.QUEUED and task.routing is not None:
+            if deadline_passed(task.deadline or message.deadline):
+                await self._expire(message)
+                return
             log.info(
                 "re-publishing task %s with its stored decision: method=%s specialist=%s",
                 task.id,
                 task.routing.method.value,
                 task.routing.specialist,
             )
-            await self._publish(message, task.routing)
+            await self._publish(message, task, task.routing)
             return
         log.info("ignoring duplicate intake message for task %s (status %s)", task.id, task.status.value)
 
-    async def _publish(self, message: IntakeMessage, decision: RoutingDecision) -> None:
+    async def _publish(self, message: IntakeMessage, task: TaskRecord, decision: RoutingDecision) -> None:
         work = WorkMessage(
             task_id=message.task_id,
             traceparent=message.traceparent,
@@ -154,9 +213,13 @@ class IntakeHandler:
             input=message.input,
             routing=decision,
             metadata=message.metadata,
+            # The message's limits, else the task's (an intake message re-sent by the API's sweeper may
+            # not carry them).
+            deadline=message.deadline or task.deadline,
+            timeout_seconds=message.timeout_seconds or task.timeout_seconds,
         )
         # Confirmed and mandatory: the handler returns (and the intake message is acked) only once the
-        # specialist queue holds the message. Failures raise; transient ones requeue the intake message.
-        # ``Unroutable`` (the specialist queue was deleted) dead-letters it while the task stays queued:
-        # once the queue is back, replaying the dead letter re-publishes the stored decision.
+        # specialist queue holds the message. A transient failure goes through the delay path above.
+        # ``Unroutable`` (the specialist queue was deleted) dead-letters the intake message; the dead-letter
+        # consumer records the task as dead_lettered, and a replay once the queue exists again sends it.
         await self._publisher.publish(self._topology.tasks_exchange, decision.specialist, work)

@@ -34,10 +34,20 @@ class BrokerAgentSettings(BaseSettings):
     min_confidence: float = Field(default=0.0, ge=0.0, le=1.0)
     # The routing call only needs the gist of a request: longer inputs are cut before they reach the LLM.
     max_request_chars: int = Field(default=8000, ge=100)
-    # Pause before a failed intake message is requeued, doubled on each redelivery: a database blip or a
-    # full specialist queue must not use up the queue's delivery limit in milliseconds.
+    # A transient failure (database blip, specialist queue full, broker not confirming) sends the intake
+    # message through a delay queue: exponential backoff with jitter from the base, capped, rounded up to a
+    # delay tier. After ``max_attempts`` routing attempts the task fails with ``routing_failed``. The same
+    # base and cap pace the dead-letter consumer's retries while the database is unreachable.
     retry_base_seconds: float = Field(default=1.0, gt=0)
     retry_max_seconds: float = Field(default=30.0, gt=0)
+    max_attempts: int = Field(default=10, ge=1, le=1000)
+    # Dead letters in flight per process (recording one is a single transaction).
+    dead_letter_prefetch: int = Field(default=32, ge=1, le=10_000)
+    # How often the reaper looks for running tasks whose lease expired.
+    reaper_interval_seconds: float = Field(default=5.0, gt=0)
+    # A requeued task whose work message is still not confirmed published after this long (an agent died
+    # between reclaiming and publishing it) is published again.
+    republish_after_seconds: float = Field(default=60.0, gt=0)
     # On SIGTERM, how long in-flight intake messages may take to finish before they are handed back.
     shutdown_grace_seconds: float = Field(default=20.0, gt=0)
 

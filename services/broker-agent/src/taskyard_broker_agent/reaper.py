@@ -1,0 +1,195 @@
+"""The reaper: running tasks whose lease expired (their worker died or stalled) run again, or die.
+
+A worker acks a long task's message early and from then on only its lease protects the task, so when the
+worker dies nothing in the broker brings the task back: every ``interval`` the reaper finds the expired
+leases and ``reclaim``s each task, one conditional update, so several broker-agent replicas may reap at
+once and each task is taken by one of them:
+
+- ``queued``: a ``WorkMessage`` rebuilt from the task is published to its specialist (``attempt`` stays the
+  task's: a lost lease is not a charged attempt), then ``mark_published``;
+- ``dead_lettered``: its leases expired more than the delivery limit allows (a task that kills its worker
+  every time): the store writes its ``dead_letters`` row (reason ``delivery_limit``, queue ``lease``) in
+  the same transaction, so the dead-letter API lists it.
+
+Reclaim commits before the publish. A publish that fails is retried in the next rounds from memory; an
+agent that dies between the two leaves a ``queued`` task whose ``published_at`` is NULL, which
+``stale_queued`` finds after ``republish_after`` and which is then published again. Duplicates are harmless:
+a worker's ``start`` is conditional.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from uuid import UUID
+
+from taskyard_common import metrics
+from taskyard_common.amqp import Publisher
+from taskyard_common.errors import TaskyardError
+from taskyard_common.messages import TaskStatus, WorkMessage, utcnow
+from taskyard_common.store import TaskRecord, TaskStore
+from taskyard_common.topology import Topology
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 100
+
+
+def work_message(task: TaskRecord) -> WorkMessage | None:
+    """The work message of a routed task, rebuilt from the store; None if it was never routed."""
+    if task.specialist is None or task.routing is None:
+        return None
+    return WorkMessage(
+        task_id=task.id,
+        attempt=max(task.attempts, 1),
+        specialist=task.specialist,
+        input=task.input,
+        routing=task.routing,
+        metadata=task.metadata,
+        deadline=task.deadline,
+        timeout_seconds=task.timeout_seconds,
+    )
+
+
+@dataclass
+class Sweep:
+    """What one round did (for logs and tests)."""
+
+    requeued: list[UUID] = field(default_factory=list)
+    dead_lettered: list[UUID] = field(default_factory=list)
+    republished: list[UUID] = field(default_factory=list)
+    unsent: int = 0
+
+
+class Reaper:
+    def __init__(
+        self,
+        store: TaskStore,
+        publisher: Publisher,
+        topology: Topology,
+        *,
+        interval_seconds: float,
+        max_expirations: int,
+        republish_after_seconds: float,
+        batch_size: int = BATCH_SIZE,
+    ) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._topology = topology
+        self._interval = interval_seconds
+        self._max_expirations = max_expirations
+        self._republish_after = timedelta(seconds=republish_after_seconds)
+        self._batch = batch_size
+        # Requeued tasks whose publish failed: retried each round until one succeeds, or until
+        # ``stale_queued`` would find them anyway.
+        self._unsent: dict[UUID, tuple[WorkMessage, float]] = {}
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._task = asyncio.create_task(self._run(), name="taskyard-broker-agent reaper")
+
+    async def stop(self, grace_seconds: float) -> None:
+        """Let the current round finish (bounded), then stop."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stop.set()
+        _, late = await asyncio.wait({task}, timeout=grace_seconds)
+        if late:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                done = await self.sweep()
+                if done.requeued or done.dead_lettered or done.republished:
+                    log.info(
+                        "reaper: %d requeued, %d dead-lettered, %d re-published, %d waiting to be sent",
+                        len(done.requeued),
+                        len(done.dead_lettered),
+                        len(done.republished),
+                        done.unsent,
+                    )
+            except Exception as exc:
+                # The database or the broker is away: the next round tries again.
+                log.warning(
+                    "reaper round failed: %s",
+                    f"{type(exc).__name__}: {exc}" if isinstance(exc, TaskyardError) else type(exc).__name__,
+                    exc_info=not isinstance(exc, TaskyardError),
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=self._interval)
+
+    async def sweep(self) -> Sweep:
+        """One round: retry failed publishes, reclaim expired leases, re-publish stale requeued tasks."""
+        done = Sweep()
+        await self._retry_unsent(done)
+        for task in await self._store.expired_leases(limit=self._batch):
+            await self._reclaim(task, done)
+        stale = await self._store.stale_queued(older_than=utcnow() - self._republish_after, limit=self._batch)
+        for task in stale:
+            work = work_message(task)
+            if work is not None and task.id not in self._unsent and await self._send(work):
+                done.republished.append(task.id)
+        done.unsent = len(self._unsent)
+        return done
+
+    async def _reclaim(self, task: TaskRecord, done: Sweep) -> None:
+        work = work_message(task)
+        kept = work.model_dump(mode="json") if work is not None else {"task_id": str(task.id)}
+        outcome = await self._store.reclaim(task.id, self._max_expirations, message=kept)
+        if outcome is TaskStatus.DEAD_LETTERED:
+            metrics.LEASES_RECLAIMED.labels("dead_lettered").inc()
+            metrics.DEAD_LETTERS.labels("delivery_limit").inc()
+            log.warning(
+                "task %s dead-lettered: its lease expired %d times (reason=delivery_limit queue=lease)",
+                task.id,
+                task.lease_expirations + 1,
+            )
+            done.dead_lettered.append(task.id)
+        elif outcome is TaskStatus.QUEUED:
+            metrics.LEASES_RECLAIMED.labels("requeued").inc()
+            log.warning(
+                "task %s requeued: the lease of %s expired (%d of %d)",
+                task.id,
+                task.lease_owner,
+                task.lease_expirations + 1,
+                self._max_expirations,
+            )
+            done.requeued.append(task.id)
+            if work is None:
+                log.error("task %s was running without a routing decision: left queued", task.id)
+            elif not await self._send(work):
+                self._unsent[task.id] = (work, asyncio.get_running_loop().time())
+        # None: another reaper took it, or its worker renewed the lease just in time.
+
+    async def _retry_unsent(self, done: Sweep) -> None:
+        now = asyncio.get_running_loop().time()
+        for task_id, (work, since) in list(self._unsent.items()):
+            if await self._send(work):
+                del self._unsent[task_id]
+                done.republished.append(task_id)
+            elif now - since > self._republish_after.total_seconds():
+                # Still queued with published_at NULL: ``stale_queued`` keeps finding it from now on.
+                del self._unsent[task_id]
+
+    async def _send(self, work: WorkMessage) -> bool:
+        try:
+            await self._publisher.publish(self._topology.tasks_exchange, work.specialist, work)
+        except TaskyardError as exc:
+            # Back pressure, a broker outage, or no queue for the specialist: try again next round.
+            log.warning("could not publish task %s to %s: %s", work.task_id, work.specialist, exc)
+            return False
+        await self._store.mark_published(work.task_id)
+        return True

@@ -1,0 +1,118 @@
+"""The dead-letter consumer against the real broker: what RabbitMQ 3.10 dead-letters, the agent records."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import aio_pika
+import pytest
+from prometheus_client import REGISTRY
+
+from taskyard_common.messages import TaskStatus, Usage, WorkMessage
+from tests.integration.broker_agent.conftest import status_is
+from tests.support.processes import eventually
+
+pytestmark = pytest.mark.integration
+
+
+def counter(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_rejected_work_message_is_recorded(run_agent, bus, routed_task, store):
+    work = await routed_task("summarizer")
+    queue = bus.topology.specialist_queue("summarizer")
+    before = counter("taskyard_dead_letters_total", reason="rejected")
+    async with run_agent():
+        await bus.send_work(work)
+        delivery = await bus.take(queue)
+        await delivery.reject(requeue=False)  # a worker's verdict: this message can never run
+        await eventually(status_is(store, work.task_id, TaskStatus.DEAD_LETTERED), what="the dead letter")
+    task = await store.get(work.task_id)
+    assert (task.dead_letter["reason"], task.dead_letter["queue"]) == ("rejected", queue)
+    letter = await store.get_dead_letter(work.task_id)
+    assert (letter.reason, letter.queue, letter.specialist) == ("rejected", queue, "summarizer")
+    assert WorkMessage.model_validate(letter.message) == work  # kept for a replay
+    [death] = letter.deaths
+    assert (death["reason"], death["queue"], death["count"]) == ("rejected", queue, 1)
+    assert datetime.fromisoformat(death["time"]).tzinfo is not None
+    listed = await store.list_dead_letters(specialist="summarizer", reason="rejected", limit=10, after=None)
+    assert [d.task_id for d in listed] == [work.task_id]
+    assert counter("taskyard_dead_letters_total", reason="rejected") == before + 1
+    assert await bus.count(bus.topology.dead_letter_queue) == 0
+
+
+async def test_redelivered_past_the_delivery_limit(run_agent, bus, routed_task, store, amqp_settings):
+    work = await routed_task("researcher")
+    queue_name = bus.topology.specialist_queue("researcher")
+    before = counter("taskyard_dead_letters_total", reason="delivery_limit")
+    async with run_agent():
+        await bus.send_work(work)
+        queue = await bus.queue(queue_name)
+        deliveries = 0
+
+        async def poisoned() -> bool:
+            # A worker that fails on it every time: each reject with requeue counts one delivery.
+            nonlocal deliveries
+            message = await queue.get(fail=False)
+            if message is not None:
+                deliveries += 1
+                await message.reject(requeue=True)
+            return await status_is(store, work.task_id, TaskStatus.DEAD_LETTERED)()
+
+        await eventually(poisoned, timeout=20, what="the delivery limit to dead-letter the message")
+    assert deliveries == amqp_settings.delivery_limit + 1
+    letter = await store.get_dead_letter(work.task_id)
+    assert (letter.reason, letter.queue, letter.specialist) == ("delivery_limit", queue_name, "researcher")
+    assert letter.deaths[0]["reason"] == "delivery_limit"
+    assert counter("taskyard_dead_letters_total", reason="delivery_limit") == before + 1
+
+
+async def test_expired_message_is_recorded(run_agent, bus, routed_task, store):
+    work = await routed_task("general")
+    async with run_agent():
+        # Per-message TTL (quorum queues honour it from RabbitMQ 3.10): it dies unconsumed.
+        exchange = await bus.channel.get_exchange(bus.topology.tasks_exchange, ensure=False)
+        body = work.model_dump_json().encode()
+        await exchange.publish(
+            aio_pika.Message(body, message_id=str(work.task_id), expiration=0.05), routing_key="general"
+        )
+        await eventually(status_is(store, work.task_id, TaskStatus.DEAD_LETTERED), what="the expiry")
+    letter = await store.get_dead_letter(work.task_id)
+    assert (letter.reason, letter.queue) == ("expired", bus.topology.specialist_queue("general"))
+
+
+async def test_body_that_is_not_json_is_recorded_by_its_message_id(run_agent, bus, routed_task, store):
+    work = await routed_task("summarizer")
+    async with run_agent():
+        exchange = await bus.channel.get_exchange(bus.topology.tasks_exchange, ensure=False)
+        await exchange.publish(
+            aio_pika.Message(b"\x00 not json", message_id=str(work.task_id)), routing_key="summarizer"
+        )
+        delivery = await bus.take(bus.topology.specialist_queue("summarizer"))
+        await delivery.reject(requeue=False)
+        await eventually(status_is(store, work.task_id, TaskStatus.DEAD_LETTERED), what="the dead letter")
+    letter = await store.get_dead_letter(work.task_id)
+    assert letter.message == {"raw": "\ufffd not json"}  # jsonb cannot hold NUL: replaced
+    assert letter.specialist == "summarizer"  # from the queue's name
+
+
+async def test_dead_letter_of_a_finished_task_is_only_counted(run_agent, bus, routed_task, store, caplog):
+    caplog.set_level(logging.INFO, logger="taskyard_broker_agent")
+    work = await routed_task("summarizer")
+    assert await store.fail(work.task_id, {"type": "boom", "message": "x"}, Usage())
+    before = counter("taskyard_dead_letters_total", reason="rejected")
+    async with run_agent():
+        await bus.send_work(work)  # a stray duplicate, rejected by some worker
+        delivery = await bus.take(bus.topology.specialist_queue("summarizer"))
+        await delivery.reject(requeue=False)
+
+        async def ignored() -> bool:
+            return f"ignoring dead letter of task {work.task_id}" in caplog.text
+
+        await eventually(ignored, timeout=15, what="the stray dead letter to be ignored")
+    assert (await store.get(work.task_id)).status is TaskStatus.FAILED
+    assert await store.get_dead_letter(work.task_id) is None
+    assert counter("taskyard_dead_letters_total", reason="rejected") == before + 1
+    assert await bus.count(bus.topology.dead_letter_queue) == 0
