@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import aio_pika
 import pytest
+import yaml
 
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import Catalog
@@ -39,7 +41,7 @@ async def bus(amqp_settings: AmqpSettings, catalog: Catalog, test_id: str) -> As
         topology = Topology(amqp_settings.prefix)
         await declare(channel, topology, catalog.names, amqp_settings)
         publisher = await Publisher.open(connection, amqp_settings)
-        yield Bus(channel, publisher, topology)
+        yield Bus(connection, channel, publisher, topology)
         await publisher.close()
     finally:
         await connection.close()
@@ -54,19 +56,44 @@ def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
         specialist: str = "general",
         *,
         publish: bool = True,
+        deadline: datetime | None = None,
+        timeout_seconds: float | None = None,
     ) -> WorkMessage:
         task_id = uuid.uuid4()
         decision = RoutingDecision(
             method=RoutingMethod.EXPLICIT, specialist=specialist, reason="test", confidence=1.0
         )
-        await store.create(NewTask(id=task_id, input=task_input, metadata={}))
+        limits = {"deadline": deadline, "timeout_seconds": timeout_seconds}
+        await store.create(NewTask(id=task_id, input=task_input, metadata={}, **limits))
         assert await store.record_routing(task_id, decision)
-        message = WorkMessage(task_id=task_id, specialist=specialist, input=task_input, routing=decision)
+        message = WorkMessage(
+            task_id=task_id, specialist=specialist, input=task_input, routing=decision, **limits
+        )
         if publish:
             await bus.publish(message)
         return message
 
     return submit
+
+
+@pytest.fixture
+def write_catalog(catalog: Catalog, tmp_path: Path) -> Callable[..., Path]:
+    """A catalog file like specialists.yaml (same names, so the same queues) with the general
+    specialist's fields overridden, e.g. a short backoff or a concurrency of 1."""
+
+    def write(**general: Any) -> Path:
+        specialists = [
+            spec.model_copy(update=general) if spec.name == "general" else spec
+            for spec in catalog.specialists
+        ]
+        changed = Catalog(fallback=catalog.fallback, specialists=tuple(specialists))
+        # Validated again: model_copy does not, and a typo in an override must fail here, not in the worker.
+        document = Catalog.model_validate(changed.model_dump(mode="json", by_alias=True))
+        path = tmp_path / f"catalog-{uuid.uuid4().hex[:6]}.yaml"
+        path.write_text(yaml.safe_dump(document.model_dump(mode="json", by_alias=True)), encoding="utf-8")
+        return path
+
+    return write
 
 
 @pytest.fixture
@@ -106,5 +133,6 @@ def harness(
     devllm: DevLlm,
     llm_model: str,
     submit: Submit,
+    db_settings: DbSettings,
 ) -> Harness:
-    return Harness(settings, store, bus, devllm, llm_model, submit)
+    return Harness(settings, store, bus, devllm, llm_model, submit, db_settings)

@@ -7,12 +7,17 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from aio_pika.abc import AbstractChannel
+import aiormq
+import asyncpg
+from aio_pika.abc import AbstractChannel, AbstractConnection
+from prometheus_client import Counter
 
 from taskyard_common.amqp import Publisher
-from taskyard_common.messages import TaskStatus, WorkMessage
+from taskyard_common.messages import ControlMessage, TaskStatus, WorkMessage
+from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore, TaskRecord
-from taskyard_common.topology import Topology
+from taskyard_common.topology import DELAY_TIERS, Topology
+from taskyard_worker.app import Worker
 from taskyard_worker.settings import ServiceSettings
 from tests.support.devllm import DevLlm
 from tests.support.processes import eventually
@@ -22,15 +27,37 @@ Submit = Callable[..., Awaitable[WorkMessage]]
 
 
 class Bus:
-    """The test's side of the broker: publishes work messages and reads queue depths."""
+    """The test's side of the broker: publishes work and control messages and reads queue depths."""
 
-    def __init__(self, channel: AbstractChannel, publisher: Publisher, topology: Topology) -> None:
+    def __init__(
+        self,
+        connection: AbstractConnection,
+        channel: AbstractChannel,
+        publisher: Publisher,
+        topology: Topology,
+    ) -> None:
+        self.connection = connection
         self.channel = channel
         self.publisher = publisher
         self.topology = topology
 
     async def publish(self, message: WorkMessage) -> None:
         await self.publisher.publish(self.topology.tasks_exchange, message.specialist, message)
+
+    async def cancel(self, task_id: UUID) -> None:
+        """Publish the control message the API sends after ``store.request_cancel``."""
+        await self.publisher.publish(self.topology.control_exchange, "", ControlMessage(task_id=task_id))
+
+    async def consumers(self, queue: str) -> int | None:
+        """How many consumers ``queue`` has; None when it does not exist."""
+        # On a channel of its own: a passive declare of a missing queue closes its channel (404).
+        channel = await self.connection.channel()
+        try:
+            declared = await channel.declare_queue(queue, passive=True)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            return None
+        await channel.close()
+        return declared.declaration_result.consumer_count
 
     async def depth(self, queue: str) -> int:
         """Ready messages (not the ones a consumer holds unacked)."""
@@ -44,6 +71,13 @@ class Bus:
 
     async def dead_letters(self) -> int:
         return await self.depth(self.topology.dead_letter_queue)
+
+    async def quarantine_depth(self, specialist: str = "general") -> int:
+        return await self.depth(self.topology.quarantine_queue(specialist))
+
+    async def delayed(self) -> int:
+        """Messages waiting in any delay tier."""
+        return sum([await self.depth(self.topology.delay_queue(tier)) for tier in DELAY_TIERS])
 
 
 async def wait_status(
@@ -59,6 +93,29 @@ async def wait_status(
     return record
 
 
+async def wait_outcome(worker: Worker, outcome: str, count: int = 1, *, within: float = 20) -> None:
+    """Until the worker's handler has seen ``count`` deliveries end in ``outcome``."""
+
+    async def reached() -> bool:
+        return worker.handler.outcomes[outcome] >= count
+
+    await eventually(reached, timeout=within, what=f"{count} deliveries {outcome}")
+
+
+async def crash(worker: Worker) -> None:
+    """What a killed process does, in-process: the connection drops with every delivery unacked (the
+    broker requeues them as redelivered), and the work in flight dies with it: nothing is recorded, nothing
+    handed back, the leases are left to run out."""
+    await worker.resources.connection.close()
+    for task in worker.handler.in_flight():
+        task.cancel()
+
+
+def counter(metric: Counter, *labels: str) -> float:
+    """A counter's current value (metrics are process-wide: compare before and after)."""
+    return metric.labels(*labels)._value.get()
+
+
 @dataclass
 class Harness:
     """What a worker test drives: the worker's settings, the store, the bus and this test's LLM model."""
@@ -69,6 +126,7 @@ class Harness:
     devllm: DevLlm
     model: str
     submit: Submit
+    db: DbSettings
 
     async def script(self, steps: list[dict[str, Any]], *, repeat_last: bool = False) -> None:
         await self.devllm.script(self.model, steps, repeat_last=repeat_last)
@@ -87,3 +145,17 @@ class Harness:
 
     async def count(self, status: TaskStatus, specialist: str = "general") -> int:
         return len(await self.store.list(status=status, specialist=specialist, limit=1000, after=None))
+
+    async def steal_lease(self, task_id: UUID, owner: str = "another-worker") -> None:
+        """What a takeover leaves in the store: the task running under another owner's live lease (after
+        this worker stalled past its lease, the reaper or another worker took the task)."""
+        conn = await asyncpg.connect(self.db.url.get_secret_value())
+        try:
+            await conn.execute(
+                f'UPDATE "{self.db.db_schema}".tasks SET lease_owner = $2,'
+                " lease_expires_at = clock_timestamp() + interval '60 seconds' WHERE id = $1",
+                task_id,
+                owner,
+            )
+        finally:
+            await conn.close()

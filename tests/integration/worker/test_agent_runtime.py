@@ -12,7 +12,14 @@ from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import TransientError
 from taskyard_common.llm import make_client
 from taskyard_common.settings import LlmSettings
-from taskyard_worker.runtime import Agent, LlmRejected, MaxStepsExceeded, RunTrace, TaskTimeout
+from taskyard_worker.runtime import (
+    Agent,
+    AttemptTimeout,
+    LlmRateLimited,
+    LlmRejected,
+    MaxStepsExceeded,
+    RunTrace,
+)
 from taskyard_worker.tools import Tool, ToolRegistry
 from taskyard_worker.tools.calculator import Calculator
 from tests.support.devllm import DevLlm
@@ -161,13 +168,40 @@ async def test_unreachable_llm_is_transient(tools: ToolRegistry) -> None:
         await llm.close()
 
 
-async def test_the_task_deadline_is_permanent(
+async def test_the_attempt_timeout_is_transient(
     client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
 ) -> None:
     model = devllm.new_model()
     await devllm.script(model, [{"delay_seconds": 1, "content": "too late"}])
-    with pytest.raises(TaskTimeout, match=r"within 0\.3 s"):
+    with pytest.raises(AttemptTimeout, match=r"within 0\.3 s") as caught:
         await agent(client, model, tools, timeout_seconds=0.3).run("hello")
+    assert isinstance(caught.value, TransientError)
+
+
+async def test_a_task_may_ask_for_its_own_timeout_up_to_the_specialists_maximum(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    runner = agent(client, model, tools, timeout_seconds=30, max_timeout_seconds=60)
+    assert runner.attempt_timeout(None) == 30
+    assert runner.attempt_timeout(5) == 5
+    assert runner.attempt_timeout(600) == 60
+    await devllm.script(model, [{"delay_seconds": 1, "content": "too late"}])
+    with pytest.raises(AttemptTimeout, match=r"within 0\.3 s"):
+        await runner.run("hello", timeout_seconds=0.3)
+
+
+async def test_a_429_carries_the_wait_the_llm_asked_for(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    await devllm.script(model, [{"status": 429, "headers": {"Retry-After": "7"}}, {"status": 429}])
+    with pytest.raises(LlmRateLimited, match="HTTP 429") as first:
+        await agent(client, model, tools).run("hello")
+    assert first.value.retry_after == 7
+    with pytest.raises(LlmRateLimited) as second:
+        await agent(client, model, tools).run("hello")
+    assert second.value.retry_after is None
 
 
 async def test_a_slow_llm_call_within_the_deadline_is_transient(tools: ToolRegistry, devllm: DevLlm) -> None:

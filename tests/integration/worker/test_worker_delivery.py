@@ -1,70 +1,86 @@
-"""Settlement around the store commit: crashes, graceful shutdown, and many tasks in one process."""
+"""Settlement around the store commit: crashes and quarantine, settling long tasks early, many tasks at once."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 
 from taskyard_common.messages import TaskStatus
+from taskyard_common.metrics import MESSAGES_QUARANTINED
 from taskyard_worker.app import running_worker
-from tests.integration.worker.helpers import Harness
+from taskyard_worker.settings import ServiceSettings
+from tests.integration.worker.helpers import Harness, counter, crash, wait_outcome
 from tests.support.processes import eventually
 
 pytestmark = pytest.mark.integration
 
 
-async def test_ack_only_after_commit_a_crash_mid_task_redelivers(harness: Harness) -> None:
-    slow, fast = {"delay_seconds": 2, "content": "never read"}, {"content": "second worker's answer"}
-    await harness.script([slow, fast])
+async def test_a_crash_redelivers_into_quarantine_where_the_task_completes_once(
+    harness: Harness, make_settings: Callable[..., ServiceSettings]
+) -> None:
+    # Short leases: a crashed worker's lease runs out quickly, and the quarantine waits for exactly that.
+    settings = make_settings(lease_seconds=1.5)
+    slow = {"delay_seconds": 5, "content": "never read"}
+    await harness.script([slow, slow, {"content": "third worker's answer"}])
+    quarantined = counter(MESSAGES_QUARANTINED, "general")
     message = await harness.submit()
-    async with running_worker(harness.settings, "general") as first:
-        await harness.wait(message.task_id, TaskStatus.RUNNING)
+    async with running_worker(settings, "general") as first:
         await harness.wait_llm_calls(1)
-        assert await harness.bus.work_depth() == 0, "the message is with the worker"
-        # Crash: the connection drops while the task runs, and the process's work dies with it. Had the
-        # message been acked on receipt, it would now be lost with the task stuck in `running`.
-        await first.resources.connection.close()
-        for task in list(first.handler.in_flight):
-            task.cancel()
+        # Had the message been acked on receipt, the crash would lose it with the task stuck `running`.
+        await crash(first)
 
     async def back_in_queue() -> bool:
         return await harness.bus.work_depth() == 1
 
     await eventually(back_in_queue, what="the unacked message back in the queue")
-    assert (await harness.wait(message.task_id, TaskStatus.RUNNING)).result is None
-    async with running_worker(harness.settings, "general"):
+    assert (await harness.store.get(message.task_id)).result is None  # type: ignore[union-attr]
+
+    # The redelivery is not run in the main pool: it is moved to the quarantine queue and runs there alone.
+    async with running_worker(settings, "general") as second:
+        await wait_outcome(second, "quarantined")
+        await harness.wait_llm_calls(2)
+        assert second.handler.flights[message.task_id].source == "quarantine"
+        await crash(second)
+    assert counter(MESSAGES_QUARANTINED, "general") == quarantined + 1
+
+    async def back_in_quarantine() -> bool:
+        return await harness.bus.quarantine_depth() == 1
+
+    await eventually(back_in_quarantine, what="the message back in the quarantine queue")
+    # A redelivery from quarantine is not moved again (the quarantine's delivery limit must see it): it
+    # waits for the dead worker's lease to run out, then runs.
+    async with running_worker(settings, "general") as third:
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
-    assert record.result is not None and record.result["output"] == "second worker's answer"
-    assert record.attempts == 2
+        await wait_outcome(third, "completed")
+    assert third.handler.outcomes["quarantined"] == 0
+    assert third.handler.outcomes["waited_for_lease"] == 1
+    assert record.result is not None and record.result["output"] == "third worker's answer"
+    # Crashes are not charged attempts: the delivery limit bounds them.
+    assert record.attempts == 1 and record.attempt_log == []
+    assert len(await harness.llm_requests()) == 3
     assert await harness.bus.work_depth() == 0
-
-
-async def test_shutdown_lets_in_flight_tasks_finish(harness: Harness) -> None:
-    await harness.script([{"delay_seconds": 1, "content": "finished during shutdown"}])
-    message = await harness.submit()
-    async with running_worker(harness.settings, "general") as worker:
-        await harness.wait(message.task_id, TaskStatus.RUNNING)
-        assert worker.handler.in_flight
-    # Leaving the block is the SIGTERM path: the task was finished and acked before the worker stopped.
-    record = await harness.store.get(message.task_id)
-    assert record is not None and record.status is TaskStatus.COMPLETED
-    assert record.result == {"output": "finished during shutdown", "steps": 1, "tool_calls": []}
-    assert await harness.bus.work_depth() == 0
-
-
-async def test_shutdown_hands_back_what_outlives_the_grace_period(harness: Harness, make_settings) -> None:
-    slow, fast = {"delay_seconds": 2, "content": "too late"}, {"content": "done by the next worker"}
-    await harness.script([slow, fast])
-    message = await harness.submit()
-    async with running_worker(make_settings(shutdown_grace_seconds=0.2), "general") as worker:
-        await harness.wait(message.task_id, TaskStatus.RUNNING)
-        await harness.wait_llm_calls(1)
-    assert worker.handler.outcomes["requeued"] == 1
-    # Handed back with requeue (not dead-lettered, not lost), the task still running for the next worker.
-    assert await harness.bus.work_depth() == 1
+    assert await harness.bus.quarantine_depth() == 0
     assert await harness.bus.dead_letters() == 0
-    async with running_worker(harness.settings, "general"):
+
+
+async def test_a_long_task_is_acked_early_and_still_completes_once(
+    harness: Harness, make_settings: Callable[..., ServiceSettings]
+) -> None:
+    await harness.script([{"delay_seconds": 3, "content": "slow answer"}])
+    message = await harness.submit()
+    async with running_worker(make_settings(settle_after_seconds=1), "general") as worker:
+        await wait_outcome(worker, "settled_early")
+        assert (await harness.store.get(message.task_id)).status is TaskStatus.RUNNING  # type: ignore[union-attr]
+        # Proof of the ack: the consuming channel goes away, and nothing comes back to the queue.
+        await worker.resources.channel.close()
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
-    assert record.result is not None and record.result["output"] == "done by the next worker"
+        await wait_outcome(worker, "completed")
+    assert record.result is not None and record.result["output"] == "slow answer"
+    assert await harness.bus.work_depth() == 0
+    assert await harness.bus.quarantine_depth() == 0
+    assert len(await harness.llm_requests()) == 1
+    assert worker.handler.outcomes["settled_early"] == 1
 
 
 async def test_one_process_runs_many_tasks_at_once(harness: Harness) -> None:

@@ -53,6 +53,10 @@ async def test_worker_process_serves_health_runs_a_task_and_exits_cleanly(
             assert (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
         assert 'taskyard_tasks_finished_total{specialist="general",status="completed"} 1.0' in metrics
         assert 'taskyard_tasks_finished_total{specialist="general",status="failed"} 0.0' in metrics
+        assert 'taskyard_tasks_finished_total{specialist="general",status="cancelled"} 0.0' in metrics
+        for reason in ("transient", "rate_limited", "timeout"):
+            assert f'taskyard_task_retries_total{{reason="{reason}",specialist="general"}} 0.0' in metrics
+        assert 'taskyard_messages_quarantined_total{specialist="general"} 0.0' in metrics
         assert 'taskyard_llm_tokens_total{kind="prompt",specialist="general"}' in metrics
         assert 'taskyard_task_duration_seconds_count{specialist="general"} 1.0' in metrics
     finally:

@@ -6,20 +6,10 @@ import pytest
 
 from taskyard_common.messages import TaskStatus
 from taskyard_devllm.replies import MARK
-from taskyard_worker.app import Worker, running_worker
-from tests.integration.worker.helpers import Harness
-from tests.support.processes import eventually
+from taskyard_worker.app import running_worker
+from tests.integration.worker.helpers import Harness, wait_outcome
 
 pytestmark = pytest.mark.integration
-
-
-async def wait_outcome(worker: Worker, outcome: str, count: int = 1) -> None:
-    """Until the handler has returned for ``count`` deliveries ending in ``outcome`` (the ack follows)."""
-
-    async def reached() -> bool:
-        return worker.handler.outcomes[outcome] >= count
-
-    await eventually(reached, what=f"{count} deliveries {outcome}")
 
 
 async def test_completes_a_task_records_usage_and_acks(harness: Harness) -> None:
@@ -27,7 +17,8 @@ async def test_completes_a_task_records_usage_and_acks(harness: Harness) -> None
     async with running_worker(harness.settings, "general") as worker:
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
         await wait_outcome(worker, "completed")
-    assert record.attempts == 1 and record.error is None
+    assert record.attempts == 1 and record.error is None and record.attempt_log == []
+    assert record.lease_owner is None and record.lease_expires_at is None
     assert record.result is not None
     assert record.result["output"].startswith(MARK)
     assert record.result["steps"] == 1 and record.result["tool_calls"] == []
@@ -72,6 +63,8 @@ async def test_llm_refusal_fails_the_task_and_acks(harness: Harness) -> None:
         await wait_outcome(worker, "failed")
     assert record.error == {"type": "llm_error", "message": "LLM answered HTTP 400: context too long"}
     assert record.result is None
+    # Failed at once: no retry, no attempt charged beyond the first.
+    assert record.attempts == 1 and record.attempt_log == [] and record.lease_owner is None
     # A failed task is a settled message, not a poison one: acked, not dead-lettered, not retried.
     assert await harness.bus.work_depth() == 0
     assert await harness.bus.dead_letters() == 0
@@ -103,29 +96,3 @@ async def test_max_steps_exceeded_fails_the_task(harness: Harness) -> None:
     assert len(await harness.llm_requests()) == max_steps
     # The tokens of a failed task are recorded too.
     assert record.usage.total_tokens > 0
-
-
-async def test_transient_llm_error_requeues_then_completes(harness: Harness) -> None:
-    await harness.script([{"status": 503}, {"content": "worked the second time"}])
-    message = await harness.submit()
-    async with running_worker(harness.settings, "general"):
-        record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
-    assert record.result is not None and record.result["output"] == "worked the second time"
-    assert record.attempts == 2
-    assert await harness.bus.dead_letters() == 0
-
-
-async def test_persistent_transient_error_is_bounded_by_the_delivery_limit(harness: Harness) -> None:
-    await harness.script([{"status": 500}], repeat_last=True)
-    message = await harness.submit()
-    async with running_worker(harness.settings, "general"):
-
-        async def dead_lettered() -> bool:
-            return await harness.bus.dead_letters() == 1
-
-        await eventually(dead_lettered, what="the message in the dead-letter queue")
-    # delivery_limit=3: the first delivery and three redeliveries, then the queue dead-letters it.
-    limit = harness.settings.amqp.delivery_limit
-    assert len(await harness.llm_requests()) == limit + 1
-    record = await harness.store.get(message.task_id)
-    assert record is not None and record.attempts == limit + 1

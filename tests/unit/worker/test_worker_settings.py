@@ -1,12 +1,22 @@
 """Worker settings from the environment, as the Helm chart sets them."""
 
 import pytest
+from pydantic import ValidationError
 
 from taskyard_worker.settings import WorkerSettings, get_settings
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_ALLOWLIST", "HTTP_MAX_BYTES", "SHUTDOWN_GRACE_SECONDS"):
+    for name in (
+        "HTTP_ALLOWLIST",
+        "HTTP_MAX_BYTES",
+        "HTTP_TIMEOUT_SECONDS",
+        "SHUTDOWN_GRACE_SECONDS",
+        "MAX_TOOL_OUTPUT_CHARS",
+        "LEASE_SECONDS",
+        "SETTLE_AFTER_SECONDS",
+        "QUARANTINE",
+    ):
         monkeypatch.delenv(f"TASKYARD_WORKER_{name}", raising=False)
     settings = WorkerSettings()
     assert settings.http_allowlist == []
@@ -14,6 +24,9 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.http_timeout_seconds == 10
     assert settings.shutdown_grace_seconds == 30
     assert settings.max_tool_output_chars == 8000
+    assert settings.lease_seconds == 30
+    assert settings.settle_after_seconds == 600
+    assert settings.quarantine is True
 
 
 @pytest.mark.parametrize(
@@ -44,6 +57,21 @@ def test_numbers_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         2.5,
         300,
     )
+
+
+def test_reliability_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TASKYARD_WORKER_LEASE_SECONDS", "2")
+    monkeypatch.setenv("TASKYARD_WORKER_SETTLE_AFTER_SECONDS", "120")
+    monkeypatch.setenv("TASKYARD_WORKER_QUARANTINE", "false")
+    settings = WorkerSettings()
+    assert (settings.lease_seconds, settings.settle_after_seconds, settings.quarantine) == (2, 120, False)
+
+
+@pytest.mark.parametrize("name", ["LEASE_SECONDS", "SETTLE_AFTER_SECONDS"])
+def test_durations_must_be_positive(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv(f"TASKYARD_WORKER_{name}", "0")
+    with pytest.raises(ValidationError):
+        WorkerSettings()
 
 
 def test_get_settings_composes_every_part(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,14 +1,15 @@
-"""``taskyard-worker --specialist NAME``: consume one specialist's queue until SIGTERM.
+"""``taskyard-worker --specialist NAME``: consume one specialist's queues until SIGTERM.
 
-Shutdown is graceful because Kubernetes (and KEDA scale-in) stops busy pods: the consumer is cancelled
+Shutdown is graceful because Kubernetes (and KEDA scale-in) stops busy pods: the consumers are cancelled
 first so no new task arrives, in-flight tasks get ``shutdown_grace_seconds`` to finish, and whatever is still
-running after that is handed back to the queue for another worker.
+running after that is handed back (republished, lease released, not charged) for another worker.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -16,14 +17,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiormq
+from aio_pika.abc import AbstractQueue
 from pydantic import ValidationError
 
 from taskyard_common.amqp import consume
 from taskyard_common.errors import TaskyardError
 from taskyard_common.logging import configure_logging
-from taskyard_common.messages import WorkMessage
+from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.metrics import init_worker_labels
+from taskyard_worker.control import ControlHandler
+from taskyard_worker.flights import Source
 from taskyard_worker.handler import WorkHandler
+from taskyard_worker.heartbeat import Heartbeat
 from taskyard_worker.resources import Resources, StartupError
 from taskyard_worker.runtime import Agent
 from taskyard_worker.settings import ServiceSettings, get_settings
@@ -36,48 +41,87 @@ CANCEL_TIMEOUT_SECONDS = 5.0
 
 
 class Worker:
-    """The consumer of one specialist's queue over opened ``Resources``."""
+    """The consumers of one specialist's queues (main, quarantine, control) over opened ``Resources``."""
 
     def __init__(self, resources: Resources) -> None:
         self.resources = resources
         spec = resources.spec
+        settings = resources.settings.worker
         self.agent = Agent(
             spec,
             resources.llm,
             resources.settings.llm.model,
             resources.tools,
-            max_tool_output_chars=resources.settings.worker.max_tool_output_chars,
+            max_tool_output_chars=settings.max_tool_output_chars,
         )
-        self.handler = WorkHandler(spec.name, resources.store, self.agent)
-        self._consumer_tag: str | None = None
+        self.handler = WorkHandler(
+            spec,
+            settings,
+            resources.store,
+            self.agent,
+            resources.publisher,
+            resources.topology,
+            resources.owner,
+        )
+        self.heartbeat = Heartbeat(resources.store, self.handler, settings.lease_seconds)
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        # (queue, consumer tag) of the work consumers, cancelled first on stop; the control one last.
+        self._work_consumers: list[tuple[AbstractQueue, str]] = []
+        self._control_consumer: tuple[AbstractQueue, str] | None = None
+
+    @property
+    def owner(self) -> str:
+        return self.resources.owner
 
     async def start(self) -> None:
-        init_worker_labels(self.resources.spec.name)
-        self._consumer_tag = await consume(self.resources.queue, WorkMessage, self.handler)
+        resources = self.resources
+        init_worker_labels(resources.spec.name)
+        self._heartbeat_task = asyncio.create_task(self.heartbeat.run())
+        control = resources.control_queue
+        self._control_consumer = (
+            control,
+            await consume(control, ControlMessage, ControlHandler(self.handler)),
+        )
+        for queue, source in (
+            (resources.queue, Source.MAIN),
+            (resources.quarantine_queue, Source.QUARANTINE),
+        ):
+            tag = await consume(queue, WorkMessage, self.handler.consumer(source))
+            self._work_consumers.append((queue, tag))
 
-    async def _cancel_consumer(self) -> None:
-        tag, self._consumer_tag = self._consumer_tag, None
-        if tag is None:
-            return
+    async def _cancel_consumer(self, queue: AbstractQueue, tag: str) -> None:
         if self.resources.connection.is_closed:
             return  # nothing to cancel: a closed connection delivers nothing (and its unacked are requeued)
         try:
             # Bounded: a robust channel waits for its connection to come back before it sends anything, so
             # during a broker outage an unbounded cancel would hang the shutdown.
             async with asyncio.timeout(CANCEL_TIMEOUT_SECONDS):
-                await self.resources.queue.cancel(tag)
+                await queue.cancel(tag)
         except (TimeoutError, RuntimeError, aiormq.exceptions.AMQPError) as exc:
-            log.warning("could not cancel the consumer (%s); draining anyway", type(exc).__name__)
+            log.warning(
+                "could not cancel the consumer of %s (%s); draining anyway", queue.name, type(exc).__name__
+            )
 
     async def stop(self) -> None:
         """Stop taking messages, let in-flight tasks finish within the grace period, hand back the rest."""
-        await self._cancel_consumer()
+        consumers, self._work_consumers = self._work_consumers, []
+        for queue, tag in consumers:
+            await self._cancel_consumer(queue, tag)
         grace = self.resources.settings.worker.shutdown_grace_seconds
-        if self.handler.in_flight:
-            log.info("waiting up to %gs for %d tasks in flight", grace, len(self.handler.in_flight))
+        if self.handler.flights:
+            log.info("waiting up to %gs for %d tasks in flight", grace, len(self.handler.flights))
         handed_back = await self.handler.drain(grace)
         if handed_back:
-            log.warning("grace period over: handed %d tasks back to the queue", handed_back)
+            log.warning("grace period over: stopped %d deliveries and handed their tasks back", handed_back)
+        # The heartbeat runs until the end: the tasks being handed back still hold their leases.
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
+            self._heartbeat_task = None
+        if self._control_consumer is not None:
+            await self._cancel_consumer(*self._control_consumer)
+            self._control_consumer = None
         log.info("worker stopped; deliveries handled: %s", dict(self.handler.outcomes) or "none")
 
 
@@ -87,8 +131,8 @@ async def running_worker(settings: ServiceSettings, specialist: str) -> AsyncIte
     resources = await Resources.open(settings, specialist)
     try:
         worker = Worker(resources)
-        await worker.start()
         try:
+            await worker.start()  # a start that fails half-way is stopped too (the heartbeat is running)
             yield worker
         finally:
             await worker.stop()

@@ -1,130 +1,259 @@
 """The work handler: one delivery of a ``WorkMessage`` → at most one run of the task, recorded in the store.
 
-The consume helper acks when this returns, so the ack always follows the store's commit: a crash at any
-point before leaves the message unacked, and the broker delivers it again. Redelivery is harmless because
-every store transition is conditional: a task that already finished is not started again.
+The consume helper acks when this returns, so the ack always follows the store's commit (or, for a retry,
+the confirmed publish of the next attempt's message): a crash at any point before leaves the message unacked
+and the broker delivers it again. Redelivery is harmless because every store transition is conditional: a
+finished task is not started again, and a task leased by a live worker is not started twice.
+
+What happens before a run (quarantine, the start outcomes, deferrals) lives here; how a run ends is
+recorded by ``Outcomes`` (outcomes.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
+from uuid import UUID
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from taskyard_common.errors import PermanentError
+from taskyard_common.amqp import Publisher
+from taskyard_common.catalog import SpecialistSpec
+from taskyard_common.errors import TaskyardError, TransientError
 from taskyard_common.messages import TaskStatus, Usage, WorkMessage
-from taskyard_common.metrics import LLM_TOKENS, TASK_DURATION, TASKS_FINISHED
-from taskyard_common.store import TaskStore
-from taskyard_worker.runtime import Agent, RunTrace
+from taskyard_common.metrics import MESSAGES_QUARANTINED, TASKS_FINISHED
+from taskyard_common.retry import backoff_seconds, publish_delayed
+from taskyard_common.store import StartOutcome, StartResult, StoreUnavailable, TaskStore
+from taskyard_common.topology import Topology, work_target
+from taskyard_worker.flights import Flight, Source, StopReason
+from taskyard_worker.outcomes import Outcomes
+from taskyard_worker.runtime import Agent
+from taskyard_worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
+# A quarantined message whose task another worker holds waits in place, polling the store this often.
+LEASE_POLL_SECONDS = 1.0
+# After the grace period, how long the handed-back deliveries get to publish, release and ack.
+HAND_BACK_SECONDS = 10.0
 
-def error_record(exc: PermanentError) -> dict[str, Any]:
-    """The ``error`` stored on a failed task: a stable type and a human message (never the input)."""
-    return {"type": getattr(exc, "kind", "permanent_error"), "message": str(exc)}
 
-
-def trace_summary(trace: RunTrace, started: float) -> str:
-    """Duration, steps and tokens of an attempt: what a log line may say about a task (never its text)."""
-    duration = time.monotonic() - started
-    return f"{duration:.2f}s, steps={trace.steps}, tokens={trace.usage.total_tokens}"
+def _orphaned(flight: asyncio.Task[None], delivery: asyncio.Task[Any] | None) -> None:
+    """Log the error of a flight whose delivery was cancelled under it (nobody else will)."""
+    if flight.cancelled() or flight.exception() is None:
+        return
+    if delivery is None or delivery.done():
+        log.warning("a flight failed after its channel closed: %s", flight.exception())
 
 
 class WorkHandler:
-    """Runs deliveries for one specialist and keeps track of the ones in flight, for graceful shutdown."""
+    """Handles the deliveries of one specialist's main and quarantine queues, and tracks them for the
+    heartbeat, cancellation and graceful shutdown."""
 
-    def __init__(self, specialist: str, store: TaskStore, agent: Agent) -> None:
-        self.specialist = specialist
+    def __init__(
+        self,
+        spec: SpecialistSpec,
+        settings: WorkerSettings,
+        store: TaskStore,
+        agent: Agent,
+        publisher: Publisher,
+        topology: Topology,
+        owner: str,
+    ) -> None:
+        self.specialist = spec.name
+        self.spec = spec
+        self.owner = owner
+        self._settings = settings
         self._store = store
-        self._agent = agent
-        # The asyncio task of every delivery being handled. The consume helper runs each delivery as its
-        # own task and settles the message in that same task, so waiting for these covers the ack too.
-        self.in_flight: set[asyncio.Task[Any]] = set()
-        # How deliveries ended since start (completed, failed, duplicate, ...): logged at shutdown.
+        self._publisher = publisher
+        self._topology = topology
+        # Every delivery being handled (its asyncio task, which also settles the message), and the flight of
+        # each task id among them: one flight per task per process, so a duplicate never runs beside it.
+        self.deliveries: set[asyncio.Task[Any]] = set()
+        self.flights: dict[UUID, Flight] = {}
+        # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
         self.outcomes: Counter[str] = Counter()
+        self._stopping = asyncio.Event()
+        self._record = Outcomes(spec, settings, store, agent, publisher, topology, owner, count=self._outcome)
 
-    async def __call__(self, message: WorkMessage, incoming: AbstractIncomingMessage) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            # Tracked until the task is done, i.e. until after the consume helper settled the message.
-            self.in_flight.add(task)
-            task.add_done_callback(self.in_flight.discard)
-        await self._handle(message)
+    def consumer(self, source: Source) -> Callable[[WorkMessage, AbstractIncomingMessage], Awaitable[None]]:
+        """The handler for the consume helper of the queue ``source`` names."""
 
-    async def _handle(self, message: WorkMessage) -> None:
-        task_id = message.task_id
+        async def handle(message: WorkMessage, incoming: AbstractIncomingMessage) -> None:
+            await self.handle(message, incoming, source)
+
+        return handle
+
+    def in_flight(self) -> set[asyncio.Task[Any]]:
+        """Every delivery and flight not done yet: what a graceful stop waits for."""
+        flights = {f.task for f in self.flights.values() if f.task is not None and not f.task.done()}
+        return self.deliveries | flights
+
+    def leased_ids(self) -> list[UUID]:
+        return [task_id for task_id, flight in self.flights.items() if flight.leased]
+
+    async def handle(self, message: WorkMessage, incoming: AbstractIncomingMessage, source: Source) -> None:
+        delivery = asyncio.current_task()
+        if delivery is not None:
+            # Tracked until done, i.e. until after the consume helper settled the message.
+            self.deliveries.add(delivery)
+            delivery.add_done_callback(self.deliveries.discard)
         if message.specialist != self.specialist:
             # A routing bug, not a poison message: fail the task visibly instead of running it here.
             error = {
                 "type": "misrouted",
                 "message": f"meant for {message.specialist!r}, not {self.specialist!r}",
             }
-            await self._store.fail(task_id, error, Usage())
+            await self._store.fail(message.task_id, error, Usage())
             self._outcome("misrouted")
             return
-        record = await self._store.start(task_id)
-        if record is None:
-            # Already completed or failed (a redelivery after a lost ack), or unknown: ack, run nothing.
-            log.info("task %s: already finished or unknown; acknowledging without running", task_id)
-            self._outcome("duplicate")
+        if source is Source.MAIN and incoming.redelivered and self._settings.quarantine:
+            await self._quarantine(message)
             return
-        log.info("task %s: started (attempt %d)", task_id, record.attempts)
-        trace = RunTrace()
-        started = time.monotonic()
+        if message.task_id in self.flights:
+            # The same task is handled here already. Not dropped: the flight may be about to find its lease
+            # lost (then this copy is the one the reaper published); it comes back once a lease could end.
+            await self._defer(message, self._settings.lease_seconds, "it is in flight here already")
+            return
+        flight = Flight(message, incoming, source)
+        self.flights[message.task_id] = flight
+        # aiormq cancels a channel's consumer tasks when the channel closes (a connection blip, a channel
+        # error). The flight goes on in a task of its own: a task acked early keeps running under its lease,
+        # and an unacked one still records its outcome (its redelivery then finds the lease or the result).
+        flight.task = asyncio.create_task(self._fly(flight))
+        flight.task.add_done_callback(lambda task: _orphaned(task, delivery))
+        await asyncio.shield(flight.task)
+
+    async def _fly(self, flight: Flight) -> None:
         try:
-            result = await self._agent.run(message.input, trace)
-        except PermanentError as exc:
-            status = TaskStatus.FAILED
-            stored = await self._store.fail(task_id, error_record(exc), trace.usage)
-        except BaseException as exc:
-            # Transient (or shutdown): the consume helper requeues, and the store keeps the task running.
-            summary = trace_summary(trace, started)
-            log.info("task %s: ended by %s, handing it back (%s)", task_id, type(exc).__name__, summary)
-            self._outcome("requeued")
-            raise
-        else:
-            status = TaskStatus.COMPLETED
-            output = {"output": result.output, "steps": result.steps, "tool_calls": result.tool_calls}
-            stored = await self._store.complete(task_id, output, result.usage)
+            await self._deliver(flight)
         finally:
-            # Every attempt counts, whatever its end: the time and the tokens were spent all the same.
-            TASK_DURATION.labels(self.specialist).observe(time.monotonic() - started)
-            LLM_TOKENS.labels(self.specialist, "prompt").inc(trace.usage.prompt_tokens)
-            LLM_TOKENS.labels(self.specialist, "completion").inc(trace.usage.completion_tokens)
-        if not stored:
-            # Another delivery of the same task finished it first: do not count it twice.
-            log.info("task %s: %s, but another delivery had finished it already", task_id, status)
-            self._outcome("duplicate")
+            if self.flights.get(flight.message.task_id) is flight:
+                del self.flights[flight.message.task_id]
+
+    async def _quarantine(self, message: WorkMessage) -> None:
+        """A redelivery means its channel died with it unacked, maybe killed by it: run it alone, in the
+        quarantine queue, where the delivery limit dead-letters a poison message without taking healthy
+        ones with it. Publish (confirmed) first, then the helper acks: a crash in between duplicates."""
+        await self._publish(self._topology.quarantine_exchange, message)
+        MESSAGES_QUARANTINED.labels(self.specialist).inc()
+        log.warning("task %s: redelivered; moved to the quarantine queue", message.task_id)
+        self._outcome("quarantined")
+
+    async def _deliver(self, flight: Flight) -> None:
+        message = flight.message
+        try:
+            started = await self._start(flight)
+        except StoreUnavailable:
+            # Nothing started: send the message round again later rather than count a delivery.
+            spec = self.spec
+            delay = backoff_seconds(message.attempt, spec.backoff_base_seconds, spec.backoff_max_seconds)
+            await self._defer(message, delay, "the store is unavailable")
             return
-        TASKS_FINISHED.labels(self.specialist, status.value).inc()
-        self._outcome(status.value)
-        log.info("task %s: %s (%s)", task_id, status, trace_summary(trace, started))
+        if started is None:
+            return  # handed back while waiting for another worker's lease
+        outcome = started.outcome
+        if outcome is StartOutcome.STARTED:
+            assert started.record is not None
+            flight.leased = True
+            await self._record.run(flight, started.record)
+        elif outcome is StartOutcome.LEASED:
+            # Another worker runs it: come back once its lease may have run out. Not charged.
+            await self._defer(message, started.lease_remaining_seconds + 1, "another worker holds its lease")
+        elif outcome is StartOutcome.NOT_ROUTED:
+            await self._defer(message, 1, "its routing is not committed yet")
+        elif outcome is StartOutcome.EXPIRED:
+            TASKS_FINISHED.labels(self.specialist, TaskStatus.FAILED.value).inc()
+            log.info("task %s: its deadline passed before it started; failed as expired", message.task_id)
+            self._outcome("expired")
+        elif outcome is StartOutcome.CANCELLED:
+            TASKS_FINISHED.labels(self.specialist, TaskStatus.CANCELLED.value).inc()
+            log.info("task %s: cancelled before it started", message.task_id)
+            self._outcome("cancelled")
+        else:
+            # FINISHED (a redelivery after a lost ack, a duplicate) or UNKNOWN: ack, run nothing.
+            log.info("task %s: %s; acknowledging without running", message.task_id, outcome)
+            self._outcome("duplicate" if outcome is StartOutcome.FINISHED else "unknown")
+
+    async def _start(self, flight: Flight) -> StartResult | None:
+        message = flight.message
+        loop = asyncio.get_running_loop()
+        waiting_since: float | None = None
+        while True:
+            result = await self._store.start(
+                message.task_id,
+                owner=self.owner,
+                lease_seconds=self._settings.lease_seconds,
+                attempt=message.attempt,
+            )
+            if result.outcome is not StartOutcome.LEASED or flight.source is not Source.QUARANTINE:
+                return result
+            # In quarantine, a message whose task is leased waits here instead of going round again: only
+            # this prefetch-1 consumer waits, and the broker keeps counting its deliveries (a poison message
+            # that keeps killing workers must reach the delivery limit). A holder that keeps its lease that
+            # long is alive and well, though: past settle_after_seconds (and before the broker's consumer
+            # timeout) the message is deferred like one from the main queue.
+            if waiting_since is None:
+                log.info("task %s: leased by another worker; waiting in quarantine", message.task_id)
+                self._outcome("waited_for_lease")
+                waiting_since = loop.time()
+            elif loop.time() - waiting_since > self._settings.settle_after_seconds:
+                return result
+            wait = min(result.lease_remaining_seconds + 0.05, LEASE_POLL_SECONDS)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), wait)
+            except TimeoutError:
+                continue
+            await self._publish(self._topology.quarantine_exchange, message)
+            self._outcome("handed_back")
+            return None
+
+    async def _defer(self, message: WorkMessage, delay_seconds: float, why: str) -> None:
+        """Send the same message (same attempt: not charged) through a delay tier, then ack."""
+        try:
+            tier = await publish_delayed(
+                self._publisher, self._topology, work_target(self.specialist), message, delay_seconds
+            )
+        except TaskyardError as exc:
+            raise TransientError(f"could not defer task {message.task_id}: {exc}") from exc
+        log.info("task %s: %s; trying again in %ds", message.task_id, why, tier)
+        self._outcome("deferred")
+
+    async def _publish(self, exchange: str, message: WorkMessage) -> None:
+        try:
+            await self._publisher.publish(exchange, self.specialist, message)
+        except TaskyardError as exc:
+            # Even "unroutable" is worth another delivery here, not a dead letter: the message is fine.
+            raise TransientError(f"could not move task {message.task_id}: {exc}") from exc
 
     def _outcome(self, outcome: str) -> None:
         self.outcomes[outcome] += 1
 
     async def drain(self, grace_seconds: float) -> int:
-        """Wait up to ``grace_seconds`` for the deliveries in flight, then cancel the rest.
-
-        A cancelled delivery is rejected with requeue by the consume helper, so another worker takes it.
-        Returns how many had to be cancelled.
-        """
+        """Wait up to ``grace_seconds`` for the deliveries in flight; then stop the rest and hand them back
+        (same message republished, lease released, original acked). Returns how many had to be stopped."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace_seconds
-        # A delivery that arrived just before the consumer was cancelled needs a turn of the loop to reach
+        # A delivery that arrived just before the consumers were cancelled needs a turn of the loop to reach
         # the handler; the loop below also picks up any that register while it waits.
         await asyncio.sleep(0)
-        while self.in_flight and (remaining := deadline - loop.time()) > 0:
-            await asyncio.wait(set(self.in_flight), timeout=remaining)
-        leftover = set(self.in_flight)
-        for task in leftover:
+        while (pending := self.in_flight()) and (remaining := deadline - loop.time()) > 0:
+            await asyncio.wait(pending, timeout=remaining)
+        if not self.in_flight():
+            return 0
+        self._stopping.set()
+        stopped = 0
+        for flight in list(self.flights.values()):
+            flight.stop(StopReason.SHUTDOWN)
+            stopped += 1
+        _, stuck = await asyncio.wait(self.in_flight(), timeout=HAND_BACK_SECONDS)
+        for task in stuck:
+            # Could not hand back in time (broker or store down): the unacked message is requeued when
+            # the connection closes, a settled task is taken back by the reaper when its lease runs out.
             task.cancel()
-        if leftover:
-            # Let them settle (the requeue) before the channel closes under them.
-            await asyncio.wait(leftover, timeout=5)
-        return len(leftover)
+        if stuck:
+            await asyncio.wait(stuck, timeout=5)
+        return stopped

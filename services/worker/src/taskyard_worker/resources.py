@@ -7,18 +7,23 @@ milliseconds with a clear message instead of after connecting to the broker and 
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import uuid
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import Any
 
+import aiormq
 import openai
-from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustConnection
+from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustChannel, AbstractRobustConnection
 
-from taskyard_common.amqp import connect
+from taskyard_common.amqp import Publisher, connect
 from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_catalog
 from taskyard_common.health import HealthServer
 from taskyard_common.llm import make_client
 from taskyard_common.store import PostgresTaskStore, TaskStore
-from taskyard_common.topology import Topology, declare
+from taskyard_common.topology import Topology, declare, work_queue_arguments
 from taskyard_worker.settings import ServiceSettings
 from taskyard_worker.tools import ToolRegistry, UnknownToolError
 from taskyard_worker.tools.registry import check_tool_names
@@ -48,6 +53,39 @@ def load_spec(settings: ServiceSettings, specialist: str) -> tuple[Catalog, Spec
     return catalog, spec
 
 
+# Control messages are small and handled at once; a few in flight are plenty.
+CONTROL_PREFETCH = 10
+
+
+def worker_owner() -> str:
+    """This process's lease owner id: readable (host, pid) and unique (a restart reuses a pid in a pod)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+async def warn_on_broker_cancel(channel: AbstractRobustChannel, what: str) -> None:
+    """Log when the broker cancels a consumer of ``channel`` (its queue was deleted, a node went away).
+
+    The broker says so with ``basic.cancel``; the consumer simply stops receiving (older aiormq versions did
+    not even log it). aio-pika's robust channel re-declares the queue and consumes again; this line says
+    which queue it was. Re-attached whenever the channel reopens: a reconnection brings a new underlying
+    channel.
+    """
+
+    def on_cancel(frame: aiormq.spec.Basic.Cancel) -> None:
+        log.warning(
+            "the broker cancelled consumer %s of the %s queue (queue deleted?); consuming again",
+            frame.consumer_tag,
+            what,
+        )
+
+    async def attach(*_: Any) -> None:
+        underlay = await channel.get_underlay_channel()
+        underlay.on_consumer_cancel_callbacks.add(on_cancel)
+
+    channel.reopen_callbacks.add(attach)
+    await attach()
+
+
 @dataclass
 class Resources:
     settings: ServiceSettings
@@ -57,8 +95,16 @@ class Resources:
     llm: openai.AsyncOpenAI
     store: TaskStore
     connection: AbstractRobustConnection
+    # The main queue's channel (prefetch = concurrency), the quarantine queue's (prefetch 1) and the
+    # control queue's: separate, so one's prefetch or failure never holds up the others.
     channel: AbstractChannel
     queue: AbstractQueue
+    quarantine_channel: AbstractChannel
+    quarantine_queue: AbstractQueue
+    control_queue: AbstractQueue
+    publisher: Publisher
+    topology: Topology
+    owner: str
     health: HealthServer
     _stack: AsyncExitStack
 
@@ -78,6 +124,24 @@ class Resources:
             topology = Topology(settings.amqp.prefix)
             declared = await declare(channel, topology, catalog.names, settings.amqp)
             queue = declared.queues[topology.specialist_queue(spec.name)]
+            # Quarantined messages run one at a time: a poison one kills only itself there.
+            quarantine_channel = await connection.channel()
+            await quarantine_channel.set_qos(prefetch_count=1)
+            quarantine_queue = await quarantine_channel.declare_queue(
+                topology.quarantine_queue(spec.name),
+                durable=True,
+                arguments=work_queue_arguments(topology, settings.amqp),
+            )
+            await quarantine_queue.bind(topology.quarantine_exchange, routing_key=spec.name)
+            # This process's own queue on the control fanout; gone with the connection.
+            control_channel = await connection.channel()
+            await control_channel.set_qos(prefetch_count=CONTROL_PREFETCH)
+            control_queue = await control_channel.declare_queue(None, exclusive=True, auto_delete=True)
+            await control_queue.bind(topology.control_exchange)
+            for robust, what in ((channel, "main"), (quarantine_channel, "quarantine")):
+                await warn_on_broker_cancel(robust, what)  # type: ignore[arg-type]  # connect() makes robust ones
+            publisher = await Publisher.open(connection, settings.amqp)
+            stack.push_async_callback(publisher.close)
             # One LLM client (one connection pool) per process, shared by every task.
             llm = make_client(settings.llm)
             stack.push_async_callback(llm.close)
@@ -103,12 +167,19 @@ class Resources:
                 connection,
                 channel,
                 queue,
+                quarantine_channel,
+                quarantine_queue,
+                control_queue,
+                publisher,
+                topology,
+                worker_owner(),
                 health,
                 stack.pop_all(),
             )
         log.info(
-            "worker for %r ready: queue %s, concurrency %d, model %s, tools %s",
-            spec.name, queue.name, spec.concurrency, spec.model or settings.llm.model, list(spec.tools),
+            "worker %s for %r ready: queue %s, concurrency %d, model %s, tools %s",
+            resources.owner, spec.name, queue.name, spec.concurrency, spec.model or settings.llm.model,
+            list(spec.tools),
         )  # fmt: skip
         return resources
 

@@ -1,15 +1,19 @@
 """The agent loop: chat completions with the specialist's tools until the model answers without a tool call.
 
-One ``Agent`` per process (it holds the shared LLM client and tools); each task gets a fresh ``RunTrace``,
-which the caller reads even when the run fails, so the tokens a failed task used are still recorded.
+One ``Agent`` per process (it holds the shared LLM client and tools); each attempt gets a fresh ``RunTrace``,
+which the caller reads even when the run fails, so the tokens a failed attempt used are still recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
@@ -34,8 +38,19 @@ class MaxStepsExceeded(AgentError):
     kind = "max_steps_exceeded"
 
 
-class TaskTimeout(AgentError):
+class AttemptTimeout(TransientError):
+    """The attempt ran past its time limit. Transient: the LLM may be faster next time, and the retry
+    policy (``max_attempts``) bounds how often a task that is simply too long is tried."""
+
     kind = "timeout"
+
+
+class LlmRateLimited(TransientError):
+    """The LLM answered 429. ``retry_after`` is the wait it asked for in seconds (None: it did not say)."""
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class LlmRejected(AgentError):
@@ -78,6 +93,27 @@ def _usage(response: ChatCompletion) -> Usage:
     )
 
 
+def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """The wait a 429 asks for: ``retry-after-ms``, else ``Retry-After`` in seconds or as an HTTP date.
+    None when absent or unreadable (the retry policy's backoff applies then)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(millis) / 1000)
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
 def _provider_detail(exc: openai.OpenAIError) -> str:
     """The provider's own explanation of a refusal (e.g. "context length exceeded"), short: the task's
     error is shown to whoever submitted it, and this is what tells them what to change."""
@@ -103,16 +139,26 @@ class Agent:
         self._tool_schemas = tools.openai_tools()
         self._max_tool_output_chars = max_tool_output_chars
 
-    async def run(self, task_input: TaskInput, trace: RunTrace | None = None) -> AgentResult:
-        """Run one task. Raises ``AgentError`` (fail the task) or ``TransientError`` (try again later)."""
+    def attempt_timeout(self, requested: float | None) -> float:
+        """The run time one attempt gets: what the task asked for (capped by the specialist's
+        ``max_timeout_seconds``), else the specialist's ``timeout_seconds``."""
+        if requested is None:
+            return self.spec.timeout_seconds
+        return min(requested, self.spec.max_timeout_seconds)
+
+    async def run(
+        self, task_input: TaskInput, trace: RunTrace | None = None, *, timeout_seconds: float | None = None
+    ) -> AgentResult:
+        """Run one attempt. Raises ``AgentError`` (fail the task) or ``TransientError`` (try again later,
+        ``AttemptTimeout`` when the attempt ran out of time)."""
         trace = trace if trace is not None else RunTrace()
+        limit = self.attempt_timeout(timeout_seconds)
         try:
-            async with asyncio.timeout(self.spec.timeout_seconds) as deadline:
+            async with asyncio.timeout(limit) as deadline:
                 return await self._loop(task_input, trace)
         except TimeoutError:
-            # Only the task's own deadline is permanent; a slow LLM call inside it is transient.
             if deadline.expired():
-                raise TaskTimeout(f"the task did not finish within {self.spec.timeout_seconds:g} s") from None
+                raise AttemptTimeout(f"the attempt did not finish within {limit:g} s") from None
             raise
 
     async def _loop(self, task_input: TaskInput, trace: RunTrace) -> AgentResult:
@@ -174,9 +220,11 @@ class Agent:
             mapped = classify(exc)
             if isinstance(mapped, PermanentError):
                 raise LlmRejected(f"{mapped}{_provider_detail(exc)}") from exc
+            if isinstance(exc, openai.RateLimitError):
+                raise LlmRateLimited(str(mapped), retry_after_seconds(exc.response.headers)) from exc
             if mapped is exc:
                 # Not an HTTP status, a timeout nor a connection error (say, an unparsable answer): the
-                # queue's delivery limit bounds how often it is tried again.
+                # retry policy's max_attempts bounds how often it is tried again.
                 raise TransientError(f"LLM call failed: {type(exc).__name__}") from exc
             raise mapped from exc
 

@@ -22,7 +22,7 @@ from taskyard_common.settings import (
 
 
 class WorkerSettings(BaseSettings):
-    """Tool limits and shutdown behaviour of a specialist worker (``TASKYARD_WORKER_*``)."""
+    """Tool limits, leases, settling and shutdown behaviour of a specialist worker (``TASKYARD_WORKER_*``)."""
 
     model_config = SettingsConfigDict(env_prefix="TASKYARD_WORKER_", extra="ignore")
 
@@ -37,6 +37,14 @@ class WorkerSettings(BaseSettings):
     shutdown_grace_seconds: float = Field(default=30.0, ge=0)
     # Every tool result is cut to this many characters before it reaches the model's context.
     max_tool_output_chars: int = Field(default=8000, ge=100)
+    # How long a started task's lease lasts without a heartbeat (renewed every third of it). A worker that
+    # dies stops renewing, and the reaper takes the task back at most this long after.
+    lease_seconds: float = Field(default=30.0, gt=0)
+    # A delivery still running after this long is acked early (the lease protects the task from then on),
+    # so RabbitMQ's 30-minute consumer timeout never closes the channel under a long task.
+    settle_after_seconds: float = Field(default=600.0, gt=0)
+    # Move redelivered messages (a crash returned them) to the quarantine queue to run them one at a time.
+    quarantine: bool = True
 
     @field_validator("http_allowlist", mode="before")
     @classmethod

@@ -1,0 +1,56 @@
+"""The heartbeat: renew the leases of every task this worker runs, and stop the runs it must stop.
+
+One ``store.heartbeat`` call every ``lease_seconds / 3`` renews them all. A task that is no longer held (the
+reaper or another worker took it over after this worker stalled) is stopped without recording anything; a
+task whose cancellation was requested is stopped and recorded cancelled. The second is the fallback of the
+control message, which normally cancels within a moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from taskyard_common.store import StoreUnavailable, TaskStore
+from taskyard_worker.flights import StopReason
+from taskyard_worker.handler import WorkHandler
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    def __init__(self, store: TaskStore, handler: WorkHandler, lease_seconds: float) -> None:
+        self._store = store
+        self._handler = handler
+        self._lease_seconds = lease_seconds
+
+    @property
+    def interval(self) -> float:
+        return self._lease_seconds / 3
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.beat()
+            except StoreUnavailable as exc:
+                # Keep running: the leases last three intervals, and a lease that runs out is reported as
+                # lost by the first beat that gets through.
+                log.warning("heartbeat failed: %s", exc)
+            except Exception:
+                log.exception("heartbeat failed")
+
+    async def beat(self) -> None:
+        ids = self._handler.leased_ids()
+        if not ids:
+            return
+        held, cancel = await self._store.heartbeat(self._handler.owner, ids, self._lease_seconds)
+        for task_id in ids:
+            flight = self._handler.flights.get(task_id)
+            if flight is None or not flight.leased:
+                continue  # finished while the beat was on its way
+            if task_id not in held:
+                if flight.run is not None and not flight.run.done() and flight.stop(StopReason.LOST_LEASE):
+                    log.warning("task %s: this worker no longer holds its lease; stopping it", task_id)
+            elif task_id in cancel and flight.stop(StopReason.CANCELLED):
+                log.info("task %s: cancellation requested (seen by the heartbeat); stopping it", task_id)
