@@ -21,11 +21,15 @@ async def queued(store, **kwargs):
 
 async def test_a_live_lease_is_not_taken_over_an_expired_one_is(store):
     task_id = await queued(store)
-    assert (await store.start(task_id, owner="a", lease_seconds=30, attempt=1)).outcome is StartOutcome.STARTED
+    assert (
+        await store.start(task_id, owner="a", lease_seconds=30, attempt=1)
+    ).outcome is StartOutcome.STARTED
     leased = await store.start(task_id, owner="b", lease_seconds=30, attempt=1)
     assert leased.outcome is StartOutcome.LEASED and 0 < leased.lease_remaining_seconds <= 30
     # The owner itself may start again (a redelivery to the same worker).
-    assert (await store.start(task_id, owner="a", lease_seconds=30, attempt=1)).outcome is StartOutcome.STARTED
+    assert (
+        await store.start(task_id, owner="a", lease_seconds=30, attempt=1)
+    ).outcome is StartOutcome.STARTED
     other = await queued(store)
     await store.start(other, owner="a", lease_seconds=0, attempt=1)
     taken = await store.start(other, owner="b", lease_seconds=30, attempt=1)
@@ -49,7 +53,9 @@ async def test_heartbeat_extends_and_reports_cancellation(store):
 async def test_cancel_before_running_is_immediate_and_terminal_is_unchanged(store):
     task_id = await queued(store)
     assert (await store.request_cancel(task_id)).status is TaskStatus.CANCELLED
-    assert (await store.start(task_id, owner="w", lease_seconds=5, attempt=1)).outcome is StartOutcome.FINISHED
+    assert (
+        await store.start(task_id, owner="w", lease_seconds=5, attempt=1)
+    ).outcome is StartOutcome.FINISHED
     assert (await store.request_cancel(task_id)).status is TaskStatus.CANCELLED
     assert await store.request_cancel(uuid.uuid4()) is None
 
@@ -98,13 +104,19 @@ async def test_dead_letter_record_list_replay_discard(store):
     deaths = [{"reason": "delivery_limit", "queue": "p.work.general", "count": 1}]
     for task_id in (one, two):
         assert await store.record_dead_letter(
-            task_id, reason="delivery_limit", queue="p.work.general", deaths=deaths,
-            message={"task_id": str(task_id)}, specialist="general",
+            task_id,
+            reason="delivery_limit",
+            queue="p.work.general",
+            deaths=deaths,
+            message={"task_id": str(task_id)},
+            specialist="general",
         )
     assert not await store.record_dead_letter(
         uuid.uuid4(), reason="rejected", queue="q", deaths=[], message={}, specialist=None
     ), "an unknown task records nothing"
-    letters = await store.list_dead_letters(specialist="general", reason="delivery_limit", limit=10, after=None)
+    letters = await store.list_dead_letters(
+        specialist="general", reason="delivery_limit", limit=10, after=None
+    )
     assert {d.task_id for d in letters} == {one, two}
     assert all(d.task_status is TaskStatus.DEAD_LETTERED for d in letters)
     assert await store.list_dead_letters(specialist=None, reason="expired", limit=10, after=None) == []

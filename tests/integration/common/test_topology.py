@@ -12,8 +12,8 @@ import pytest
 from taskyard_common.amqp import Publisher, connect, server_version
 from taskyard_common.errors import PublishRejected, TopologyMismatch, Unroutable
 from taskyard_common.messages import IntakeMessage
-from taskyard_common.settings import AmqpSettings
 from taskyard_common.retry import publish_delayed
+from taskyard_common.settings import AmqpSettings
 from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology, declare, work_target
 
 pytestmark = pytest.mark.integration

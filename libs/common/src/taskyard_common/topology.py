@@ -207,7 +207,9 @@ async def declare(
             queues[quarantine.name] = quarantine
         for tier in DELAY_TIERS:
             delay_q = await channel.declare_queue(
-                topology.delay_queue(tier), durable=True, arguments=delay_queue_arguments(topology, settings, tier)
+                topology.delay_queue(tier),
+                durable=True,
+                arguments=delay_queue_arguments(topology, settings, tier),
             )
             await delay_q.bind(delay_x, routing_key=f"{tier}.#")
             queues[delay_q.name] = delay_q

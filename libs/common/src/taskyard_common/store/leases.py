@@ -43,7 +43,11 @@ class LeaseQueries(PoolStore):
                     task_id,
                 )
                 return StartResult(StartOutcome.CANCELLED)
-            if status is not TaskStatus.RUNNING and row["deadline"] is not None and row["deadline"] < row["now"]:
+            if (
+                status is not TaskStatus.RUNNING
+                and row["deadline"] is not None
+                and row["deadline"] < row["now"]
+            ):
                 await conn.execute(
                     "UPDATE tasks SET status = 'failed', error = $2, finished_at = clock_timestamp(),"
                     " next_attempt_at = NULL, updated_at = clock_timestamp() WHERE id = $1",
