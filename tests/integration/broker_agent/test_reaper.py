@@ -25,9 +25,10 @@ def counter(name: str, **labels: str) -> float:
 
 
 async def lose_lease(store, task_id, attempt: int = 1) -> None:
-    """A worker starts the task and dies at once: its lease (0 s) has already expired."""
+    """A worker starts the task, settles its message early and dies: its lease (0 s) has already expired."""
     started = await store.start(task_id, owner="ghost", lease_seconds=0, attempt=attempt)
     assert started.outcome.value == "started"
+    assert await store.mark_settled(task_id, "ghost")
 
 
 def reclaimed(store, task_id, expirations: int):

@@ -93,6 +93,10 @@ async def test_reclaim_requeues_then_dead_letters_after_the_limit(store):
     task_id = await queued(store)
     for expected in (TaskStatus.QUEUED, TaskStatus.QUEUED, TaskStatus.DEAD_LETTERED):
         await store.start(task_id, owner="w", lease_seconds=0, attempt=1)
+        # Unsettled, its message comes back from the broker: not the reaper's to take.
+        assert await store.expired_leases(10) == []
+        assert await store.reclaim(task_id, max_expirations=2) is None
+        assert await store.mark_settled(task_id, "w")
         assert [t.id for t in await store.expired_leases(10)] == [task_id]
         assert await store.reclaim(task_id, max_expirations=2) is expected
     task = await store.get(task_id)

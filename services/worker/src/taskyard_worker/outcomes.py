@@ -125,7 +125,16 @@ class Outcomes:
 
     async def _settle_early(self, flight: Flight) -> None:
         """Ack a long task's message while it keeps running: the lease, the heartbeat and the reaper protect
-        it from now on, and RabbitMQ's consumer timeout can no longer close the channel under it."""
+        it from now on, and RabbitMQ's consumer timeout can no longer close the channel under it.
+
+        The store learns it first: acked but not marked, a dead worker's task would be no one's to reclaim.
+        """
+        try:
+            if not await self._store.mark_settled(flight.message.task_id, self._owner):
+                return  # the lease is gone: the run is being stopped, nothing to settle early
+        except StoreUnavailable:
+            log.warning("task %s: could not mark the message settled; keeping it unacked", flight.message.task_id)
+            return
         try:
             await flight.incoming.ack()
         except (RuntimeError, aiormq.exceptions.AMQPError) as exc:

@@ -150,6 +150,11 @@ class TaskStore(Protocol):
         """→ failed: from running leased by ``owner``, or from any non-terminal status when no owner."""
         ...
 
+    async def mark_settled(self, task_id: UUID, owner: str) -> bool:
+        """Record that the running task's message is about to be acked early: from now on an expired
+        lease is the reaper's to reclaim (the broker will not redeliver the message)."""
+        ...
+
     async def schedule_retry(
         self, task_id: UUID, owner: str, *, entry: dict[str, Any], next_attempt_at: datetime, usage: Usage
     ) -> bool:

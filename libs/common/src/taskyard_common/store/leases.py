@@ -57,6 +57,7 @@ class LeaseQueries(PoolStore):
                 return StartResult(StartOutcome.EXPIRED)
             started = await conn.fetchrow(
                 "UPDATE tasks SET status = 'running', attempts = GREATEST(attempts, $3), lease_owner = $2,"
+                " message_settled = false,"
                 " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
                 " started_at = clock_timestamp(), updated_at = clock_timestamp()"
                 f" WHERE id = $1 RETURNING {COLUMNS}",
@@ -81,6 +82,15 @@ class LeaseQueries(PoolStore):
             lease_seconds,
         )
         return {r["id"] for r in rows}, {r["id"] for r in rows if r["cancel"]}
+
+    async def mark_settled(self, task_id: UUID, owner: str) -> bool:
+        row = await self._fetchrow(
+            "UPDATE tasks SET message_settled = true, updated_at = clock_timestamp()"
+            " WHERE id = $1 AND status = 'running' AND lease_owner = $2 RETURNING id",
+            task_id,
+            owner,
+        )
+        return row is not None
 
     async def schedule_retry(
         self, task_id: UUID, owner: str, *, entry: dict[str, Any], next_attempt_at: datetime, usage: Usage
@@ -135,8 +145,8 @@ class LeaseQueries(PoolStore):
 
     async def expired_leases(self, limit: int) -> list[TaskRecord]:
         rows = await self._fetch(
-            f"SELECT {COLUMNS} FROM tasks WHERE status = 'running' AND lease_expires_at < clock_timestamp()"
-            " ORDER BY lease_expires_at LIMIT $1",
+            f"SELECT {COLUMNS} FROM tasks WHERE status = 'running' AND message_settled"
+            " AND lease_expires_at < clock_timestamp() ORDER BY lease_expires_at LIMIT $1",
             limit,
         )
         return [to_record(r) for r in rows]
@@ -156,7 +166,7 @@ class LeaseQueries(PoolStore):
                 # caller dies before its publish is confirmed and ``mark_published`` is called.
                 " published_at = CASE WHEN lease_expirations + 1 > $2 THEN published_at ELSE NULL END,"
                 f" lease_expirations = lease_expirations + 1, {CLEAR_LEASE}, updated_at = clock_timestamp()"
-                " WHERE id = $1 AND status = 'running' AND lease_expires_at < clock_timestamp()"
+                " WHERE id = $1 AND status = 'running' AND message_settled AND lease_expires_at < clock_timestamp()"
                 " RETURNING status, specialist",
                 task_id,
                 max_expirations,
