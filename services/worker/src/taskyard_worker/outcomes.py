@@ -133,7 +133,9 @@ class Outcomes:
             if not await self._store.mark_settled(flight.message.task_id, self._owner):
                 return  # the lease is gone: the run is being stopped, nothing to settle early
         except StoreUnavailable:
-            log.warning("task %s: could not mark the message settled; keeping it unacked", flight.message.task_id)
+            log.warning(
+                "task %s: could not mark the message settled; keeping it unacked", flight.message.task_id
+            )
             return
         try:
             await flight.incoming.ack()
