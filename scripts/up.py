@@ -164,6 +164,10 @@ async def main() -> int:
 
     load_local_env(ROOT / ".taskyard" / "local.env")
     os.environ.setdefault("TASKYARD_CATALOG_PATH", str(ROOT / "specialists.yaml"))
+    # Local development: no API keys unless asked for (TASKYARD_API_AUTH_ENABLED=true and taskyard-admin).
+    os.environ.setdefault("TASKYARD_API_AUTH_ENABLED", "false")
+    if os.environ["TASKYARD_API_AUTH_ENABLED"].strip().lower() in ("false", "0", "no", "off"):
+        say("WARNING: API authentication is disabled (TASKYARD_API_AUTH_ENABLED=false): local use only")
     from taskyard_common.catalog import CatalogError, load_catalog
 
     try:

@@ -34,6 +34,7 @@ class Cluster:
             "TASKYARD_LLM_BASE_URL": devllm.base_url,
             "TASKYARD_LLM_MODEL": self.model,
             "TASKYARD_LOG_LEVEL": "INFO",
+            "TASKYARD_API_AUTH_ENABLED": "false",  # the e2e tests are about the flow; auth has its own tests
         }
         self.log_dir = log_dir
         self.services: list[Service] = []

@@ -59,7 +59,12 @@ def make_settings(amqp_settings: AmqpSettings, db_settings: DbSettings, catalog_
         *, amqp: AmqpSettings | None = None, db: DbSettings | None = None, **api: Any
     ) -> ServiceSettings:
         # A slow sweeper unless a test wants one: it must not interfere with what others count.
-        api = {"sweeper_interval_seconds": 60.0, "broker_retry_max_seconds": 0.5, **api}
+        api = {
+            "sweeper_interval_seconds": 60.0,
+            "broker_retry_max_seconds": 0.5,
+            "auth_enabled": False,
+            **api,
+        }
         return ServiceSettings(
             amqp=amqp or amqp_settings,
             db=db or db_settings,

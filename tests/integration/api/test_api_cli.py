@@ -67,6 +67,7 @@ async def test_the_api_serves_from_its_console_script(
         "TASKYARD_DB_SCHEMA": db_settings.db_schema,
         "TASKYARD_CATALOG_PATH": str(catalog_path),
         "TASKYARD_API_PORT": "1",  # overridden by --port
+        "TASKYARD_API_AUTH_ENABLED": "false",
     }
     service = Service("taskyard-api", ["taskyard-api", "--port", str(port)], env, tmp_path)
     try:

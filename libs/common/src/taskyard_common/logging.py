@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from taskyard_common.settings import LogSettings
+
+# Context a service may stamp on records (with a ``logging.Filter`` on the handlers): printed when present.
+CONTEXT_FIELDS = ("request_id",)
+
+
+def _context(record: logging.LogRecord) -> dict[str, str]:
+    return {field: str(value) for field in CONTEXT_FIELDS if (value := getattr(record, field, None))}
 
 
 class _JsonFormatter(logging.Formatter):
@@ -22,18 +30,32 @@ class _JsonFormatter(logging.Formatter):
             "service": self._service,
             "logger": record.name,
             "msg": record.getMessage(),
+            **_context(record),
         }
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry)
 
 
-def configure_logging(settings: LogSettings, service: str) -> None:
+class _TextFormatter(logging.Formatter):
+    def __init__(self, service: str) -> None:
+        super().__init__(f"%(asctime)s %(levelname)s {service} %(name)s%(log_context)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        context = " ".join(f"{key}={value}" for key, value in _context(record).items())
+        record.log_context = f" [{context}]" if context else ""
+        return super().formatMessage(record)
+
+
+def configure_logging(settings: LogSettings, service: str, filters: Sequence[logging.Filter] = ()) -> None:
+    """One handler on the root logger; ``filters`` (e.g. one adding a request id) see every record."""
     handler = logging.StreamHandler(sys.stderr)
+    for log_filter in filters:
+        handler.addFilter(log_filter)
     if settings.json_format:
         handler.setFormatter(_JsonFormatter(service))
     else:
-        handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s {service} %(name)s: %(message)s"))
+        handler.setFormatter(_TextFormatter(service))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.level.upper())

@@ -6,9 +6,11 @@ dashboard shows zeros instead of gaps.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _TASK_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -70,10 +72,29 @@ LEASES_RECLAIMED = Counter(
     ["outcome"],
 )
 
+LLM_REQUESTS = Counter(
+    "taskyard_llm_requests_total",
+    "Chat completion calls to the LLM endpoint, by model and outcome",
+    ["model", "outcome"],
+)
+LLM_DURATION = Histogram(
+    "taskyard_llm_request_duration_seconds",
+    "Latency of one chat completion call",
+    ["model"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120),
+)
+# Filled by the broker agent's queue collector (a passive declare per queue, every few seconds).
+QUEUE_MESSAGES_READY = Gauge(
+    "taskyard_queue_messages_ready", "Messages ready for delivery in a taskyard queue", ["queue"]
+)
+QUEUE_CONSUMERS = Gauge("taskyard_queue_consumers", "Consumers attached to a taskyard queue", ["queue"])
+
 ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm")
 # Normalised x-death reasons (RabbitMQ 3.10 to 4.x), plus "unknown" for anything else.
 DEAD_LETTER_REASONS = ("delivery_limit", "rejected", "expired", "maxlen", "unknown")
 LEASE_OUTCOMES = ("requeued", "dead_lettered")
+
+LLM_OUTCOMES = ("ok", "rate_limited", "server_error", "client_error", "timeout", "connection_error", "error")
 
 # Terminal statuses a worker records, and why a worker schedules a task again.
 WORKER_FINISHED_STATUSES = ("completed", "failed", "cancelled")
@@ -101,3 +122,41 @@ def init_broker_labels(specialists: Iterable[str]) -> None:
         DEAD_LETTERS.labels(reason)
     for outcome in LEASE_OUTCOMES:
         LEASES_RECLAIMED.labels(outcome)
+
+
+def init_llm_labels(model: str) -> None:
+    for outcome in LLM_OUTCOMES:
+        LLM_REQUESTS.labels(model, outcome)
+    LLM_DURATION.labels(model)
+
+
+def llm_outcome(exc: BaseException | None) -> str:
+    """A bounded label for how an LLM call ended (duck-typed on the ``openai`` exceptions' attributes)."""
+    if exc is None:
+        return "ok"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        if status == 429:
+            return "rate_limited"
+        return "server_error" if status >= 500 else "client_error"
+    name = type(exc).__name__
+    if isinstance(exc, TimeoutError) or "Timeout" in name:
+        return "timeout"
+    if "Connection" in name:
+        return "connection_error"
+    return "error"
+
+
+@contextmanager
+def track_llm_request(model: str) -> Iterator[None]:
+    """Count and time one LLM call; the exception, if any, goes on unchanged."""
+    start = time.perf_counter()
+    error: BaseException | None = None
+    try:
+        yield
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        LLM_DURATION.labels(model).observe(time.perf_counter() - start)
+        LLM_REQUESTS.labels(model, llm_outcome(error)).inc()

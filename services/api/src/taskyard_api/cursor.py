@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import UTC, datetime
 from uuid import UUID
 
 from taskyard_common.store.base import Cursor
@@ -35,7 +35,8 @@ def decode_cursor(cursor: str) -> Cursor:
         created_at = datetime.fromisoformat(stamp)
         if not separator or created_at.tzinfo is None:
             raise ValueError("not a cursor")
-        return created_at, UUID(ident)
-    except (ValueError, binascii.Error) as exc:
+        # In UTC, as issued: an offset near year 1 or 9999 cannot be compared with stored times.
+        return created_at.astimezone(UTC), UUID(ident)
+    except (ValueError, OverflowError, binascii.Error) as exc:
         # UnicodeError is a ValueError; the reason stays internal, a client only needs "not valid".
         raise InvalidCursor("malformed cursor") from exc

@@ -7,7 +7,6 @@ such a handler; here the error is logged once, with a request id, and the client
 from __future__ import annotations
 
 import logging
-import uuid
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,6 +26,7 @@ from taskyard_api.problems import (
     generic_problem,
     problem_response,
 )
+from taskyard_api.request_id import current_request_id, new_request_id
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.store.postgres import StoreUnavailable
 
@@ -118,7 +118,8 @@ class InternalErrorMiddleware:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception:
-            request_id = uuid.uuid4().hex
+            # RequestIdMiddleware, outside this one, set the id and puts it in the X-Request-ID header.
+            request_id = current_request_id() or new_request_id()
             log.exception(
                 "unhandled error in %s %s (request_id=%s)", scope["method"], scope["path"], request_id
             )

@@ -16,7 +16,9 @@ from taskyard_api.sweeper import Sweeper
 from taskyard_common.catalog import Catalog, CatalogError, load_catalog
 from taskyard_common.metrics import SUBMIT_REJECTED
 from taskyard_common.store import PostgresTaskStore, TaskStore
+from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.postgres import StoreUnavailable
+from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,9 @@ class Resources:
     topology: Topology
     store: TaskStore
     broker: BrokerLink
+    # Share the task store's connection pool (closed with it).
+    keys: KeyStore
+    limits: RateLimitStore
 
 
 def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -65,11 +70,18 @@ def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyn
                 topology,
                 interval_seconds=settings.api.sweeper_interval_seconds,
                 grace_seconds=settings.api.sweeper_grace_seconds,
+                idempotency_retention_seconds=settings.api.idempotency_retention_seconds,
             )
             # Closed first (callbacks run in reverse): it uses the broker and the store.
             stack.push_async_callback(sweeper.close)
             sweeper.start()
-            app.state.resources = Resources(settings, catalog, topology, store, broker)
+            keys, limits = KeyStore(store.pool), RateLimitStore(store.pool)
+            app.state.resources = Resources(settings, catalog, topology, store, broker, keys, limits)
+            if not settings.api.auth_enabled:
+                log.warning(
+                    "authentication is DISABLED (TASKYARD_API_AUTH_ENABLED=false): every request acts as an "
+                    "admin of tenant 'default'. Never run like this outside local development."
+                )
             log.info("taskyard-api started with %d specialists", len(catalog.names))
             try:
                 yield

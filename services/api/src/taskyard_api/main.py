@@ -17,6 +17,7 @@ from taskyard_api.http_metrics import HttpMetricsMiddleware
 from taskyard_api.lifespan import make_lifespan
 from taskyard_api.openapi import install_openapi
 from taskyard_api.problems import problem_responses
+from taskyard_api.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.routes import dead_letters, health, specialists, tasks
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.logging import configure_logging
@@ -31,14 +32,19 @@ is `completed` or `failed`. Every error is an RFC 9457 problem document (`applic
 A **503** on submission means the task was *not* stored: retry after `Retry-After` seconds.
 
 `POST /v1/tasks/{task_id}/cancel` stops a task; the `dead-letters` routes let an operator replay or discard
-the tasks whose message the broker gave up on (they become admin-only once the API has authentication).
+the tasks whose message the broker gave up on (admin only).
+
+Every `/v1` route needs an API key (`Authorization: Bearer tyk_<id>_<secret>`, made with `taskyard-admin`):
+401 without a valid one, 403 when its role (`reader`, `submitter`, `admin`) may not do it; a key sees only its
+tenant's tasks. Submissions are rate limited per tenant (429 with `Retry-After` and `RateLimit` headers) and
+accept an `Idempotency-Key` header, so a retry never creates a second task.
 """
 
 TAGS = [
     {"name": "tasks", "description": "Submit tasks, follow them, cancel them"},
     {
         "name": "dead-letters",
-        "description": "Replay or discard dead-lettered tasks (admin-only once auth exists)",
+        "description": "Replay or discard dead-lettered tasks (admin only)",
     },
     {"name": "specialists", "description": "What a task may be routed to"},
     {"name": "health", "description": "Probes and metrics"},
@@ -68,10 +74,12 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(dead_letters.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
-    # Added innermost first: metrics see every answer, including 413s and last-resort 500s.
+    # Added innermost first: metrics see every answer, including 413s and last-resort 500s, and the request
+    # id (outermost) is set before anything logs and stamped on every answer.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes)
     app.add_middleware(InternalErrorMiddleware)
     app.add_middleware(HttpMetricsMiddleware)
+    app.add_middleware(RequestIdMiddleware)
     install_openapi(app)
     return app
 
@@ -106,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     overrides = {key: value for key, value in (("host", args.host), ("port", args.port)) if value is not None}
     if overrides:
         settings = settings.model_copy(update={"api": settings.api.model_copy(update=overrides)})
-    configure_logging(settings.log, SERVICE)
+    configure_logging(settings.log, SERVICE, filters=[RequestIdLogFilter()])
     uvicorn.run(
         create_app(settings),
         host=settings.api.host,

@@ -1,7 +1,8 @@
 """Make the OpenAPI document say what the API really answers for errors.
 
 FastAPI files every documented response model under ``application/json`` and adds its own 422 schema to any
-route with parameters; this API answers every error as ``application/problem+json`` with ``Problem``.
+route with parameters; this API answers every error as ``application/problem+json`` with ``Problem``, and
+every answer with an ``X-Request-ID`` header.
 """
 
 from __future__ import annotations
@@ -11,9 +12,17 @@ from typing import Any
 from fastapi import FastAPI
 
 from taskyard_api.problems import PROBLEM_MEDIA_TYPE
+from taskyard_api.request_id import HEADER as REQUEST_ID_HEADER
 
 _REF_PREFIX = "#/components/schemas/"
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+# Every answer carries it (RequestIdMiddleware), so every documented response lists it.
+_REQUEST_ID_DOC = {
+    "description": "The request's id: the client's X-Request-ID when it sent a sane one (1-128 characters of "
+    "A-Z a-z 0-9 . _ : -), otherwise a generated one; also request_id in problem documents",
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+    "required": True,
+}
 
 
 def _file_problems(schema: dict[str, Any]) -> None:
@@ -21,6 +30,7 @@ def _file_problems(schema: dict[str, Any]) -> None:
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             for code, response in operation.get("responses", {}).items():
+                response.setdefault("headers", {})[REQUEST_ID_HEADER] = dict(_REQUEST_ID_DOC)
                 if not code.startswith(("4", "5")):
                     continue
                 # Whatever FastAPI put there (its own validation schema included), errors are Problems.

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from taskyard_api.request_id import current_request_id
 from taskyard_common.messages import TaskStatus
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -46,7 +47,9 @@ class Problem(BaseModel):
     task_status: TaskStatus | None = Field(default=None, description="The task's current status (409, 503)")
     known_specialists: list[str] | None = Field(default=None, description="Valid specialist names")
     unavailable: list[str] | None = Field(default=None, description="Dependencies that are down (503)")
-    request_id: str | None = Field(default=None, description="Quote it when reporting an internal error")
+    request_id: str | None = Field(
+        default=None, description="This request's id (also the X-Request-ID header): quote it when reporting"
+    )
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,13 @@ BROKER_UNAVAILABLE = ProblemKind("broker-unavailable", "Message broker unavailab
 QUEUE_FULL = ProblemKind("queue-full", "Task queue full", 503)
 DATABASE_UNAVAILABLE = ProblemKind("database-unavailable", "Database unavailable", 503)
 NOT_READY = ProblemKind("not-ready", "Service not ready", 503)
+UNAUTHORIZED = ProblemKind("unauthorized", "Authentication required", 401)
+FORBIDDEN = ProblemKind("forbidden", "Not allowed for this API key's role", 403)
+RATE_LIMITED = ProblemKind("rate-limited", "Too many submissions", 429)
+IDEMPOTENCY_KEY_REUSED = ProblemKind(
+    "idempotency-key-reused", "Idempotency key reused for another request", 422
+)
+IDEMPOTENCY_KEY_IN_USE = ProblemKind("idempotency-key-in-use", "Idempotency key in use", 409)
 INTERNAL_ERROR = ProblemKind("internal-error", "Internal server error", 500)
 
 
@@ -105,6 +115,9 @@ class ProblemException(Exception):
 
 
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
+    # Every problem carries the request's id, so a client can quote it (the logs carry it too).
+    if problem.request_id is None and (request_id := current_request_id()) is not None:
+        problem = problem.model_copy(update={"request_id": request_id})
     return JSONResponse(
         problem.model_dump(mode="json", exclude_none=True),
         status_code=problem.status,
@@ -116,9 +129,12 @@ def problem_response(problem: Problem, headers: dict[str, str] | None = None) ->
 _DESCRIPTIONS = {
     400: "The request could not be read",
     404: "Not found (an unknown or malformed task id)",
+    401: "No valid API key: send Authorization: Bearer <key> (WWW-Authenticate: Bearer)",
+    403: "The API key's role may not do this",
     409: "The task has not completed yet (see task_status)",
     413: "The request body exceeds the size limit",
     415: "The request body is not JSON",
+    429: "Too many submissions for this tenant; retry after Retry-After seconds (see RateLimit)",
     422: "The request is not valid (see errors)",
     500: "Internal error; the details are logged under request_id",
     503: "A dependency is unavailable; retry after Retry-After seconds",
@@ -127,6 +143,23 @@ _DESCRIPTIONS = {
 
 _RETRY_AFTER = {
     "Retry-After": {"description": "Seconds to wait before retrying", "schema": {"type": "integer"}}
+}
+
+
+_WWW_AUTHENTICATE = {
+    "WWW-Authenticate": {"description": "The scheme to use: Bearer", "schema": {"type": "string"}}
+}
+# draft-ietf-httpapi-ratelimit-headers, structured-field form.
+RATE_LIMIT_HEADERS = {
+    "RateLimit-Policy": {
+        "description": 'The submission quota: "submit";q=<burst>;w=<seconds to refill it>',
+        "schema": {"type": "string"},
+    },
+    "RateLimit": {
+        "description": '"submit";r=<submissions left>;t=<seconds until the bucket is full, or until the next '
+        "one when none is left>",
+        "schema": {"type": "string"},
+    },
 }
 
 
@@ -144,4 +177,8 @@ def problem_responses(
         responses[status] = {"model": Problem, "description": description}
         if status == 503:
             responses[status]["headers"] = _RETRY_AFTER
+        elif status == 401:
+            responses[status]["headers"] = _WWW_AUTHENTICATE
+        elif status == 429:
+            responses[status]["headers"] = {**_RETRY_AFTER, **RATE_LIMIT_HEADERS}
     return responses

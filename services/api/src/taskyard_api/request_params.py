@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import Path, Query, Request
+from pydantic import AfterValidator
 
 from taskyard_api.cursor import InvalidCursor, decode_cursor
 from taskyard_api.problems import (
@@ -21,6 +23,17 @@ from taskyard_common.store.base import Cursor
 TaskIdPath = Annotated[str, Path(description="The task id (a UUID)")]
 LimitQuery = Annotated[int | None, Query(ge=1, le=PAGE_SIZE_CEILING, description="Page size (default 50)")]
 CursorQuery = Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page")]
+
+
+def _no_nul(value: str | None) -> str | None:
+    # PostgreSQL text cannot hold NUL: such a filter would fail in the database instead of matching nothing.
+    if value is not None and "\x00" in value:
+        raise ValueError("must not contain NUL (\\u0000) characters")
+    return value
+
+
+# For the ``specialist`` filters: a value the database cannot compare is a 422, not a 500.
+NoNul = AfterValidator(_no_nul)
 
 
 def parse_task_id(task_id: str, detail: str = "No task with this id.") -> UUID:
@@ -77,3 +90,27 @@ def page_after(cursor: str | None) -> Cursor | None:
                 errors=[FieldError(loc=["query", "cursor"], msg="malformed cursor", type="cursor_invalid")],
             )
         ) from None
+
+
+def input_size(value: Any) -> int:
+    """Bytes of ``value``'s compact JSON encoding in UTF-8: what the store and every message carry."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def check_input_size(value: Any, settings: ServiceSettings) -> None:
+    """A task ``input`` over ``TASKYARD_API_MAX_INPUT_BYTES`` is a 422 naming the field."""
+    limit = settings.api.max_input_bytes
+    size = input_size(value)
+    if size > limit:
+        raise ProblemException(
+            VALIDATION_ERROR(
+                f"input is {size} bytes as JSON; it may be at most {limit} bytes.",
+                errors=[
+                    FieldError(
+                        loc=["body", "input"],
+                        msg=f"input may be at most {limit} bytes (UTF-8 JSON encoding)",
+                        type="input_too_large",
+                    )
+                ],
+            )
+        )

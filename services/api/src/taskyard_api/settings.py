@@ -25,6 +25,9 @@ class ApiSettings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     # Request bodies above this are refused with 413 before they reach a handler.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1)
+    # A task's ``input`` above this (its compact JSON encoding, in UTF-8 bytes) is refused with 422: it is
+    # stored, carried in every message of the task and read by the router's LLM.
+    max_input_bytes: int = Field(default=256 * 1024, ge=1)
     # How often the sweeper looks for tasks committed but never announced, and how old they must be.
     sweeper_interval_seconds: float = Field(default=10.0, gt=0)
     sweeper_grace_seconds: float = Field(default=30.0, gt=0)
@@ -35,6 +38,18 @@ class ApiSettings(BaseSettings):
     broker_retry_max_seconds: float = Field(default=30.0, gt=0)
     # /readyz must answer quickly even when the database hangs.
     readiness_timeout_seconds: float = Field(default=2.0, gt=0)
+    # Bearer API keys on every /v1 route. Off: every request is tenant "default" with the admin role (for
+    # local development only; the API logs a warning at start).
+    auth_enabled: bool = True
+    # How long an Idempotency-Key of POST /v1/tasks is remembered; the sweeper deletes older ones.
+    idempotency_retention_seconds: float = Field(default=86400.0, gt=0)
+    # Submissions per tenant, shared by every replica (a token bucket in PostgreSQL); either 0 disables it.
+    rate_limit_per_second: float = Field(default=50.0, ge=0, allow_inf_nan=False)
+    rate_limit_burst: int = Field(default=100, ge=0)
+
+    @property
+    def rate_limited(self) -> bool:
+        return self.rate_limit_per_second > 0 and self.rate_limit_burst > 0
 
     @model_validator(mode="after")
     def _default_page_fits(self) -> ApiSettings:

@@ -10,6 +10,8 @@ Two duties, both "committed but the broker never confirmed the message":
   sweeper re-publishes the work message to the specialist's queue. A queued task merely waiting in a long
   queue is marked published, so it is never announced twice.
 
+A third, smaller duty: idempotency keys older than their retention are deleted.
+
 Only rows unchanged for a grace period qualify. The grace period exceeds the publish timeout
 (``ServiceSettings`` checks it), so a live request that is still waiting for its confirm, and may yet fail,
 discard its row and answer 503, is never overtaken. Several API replicas may sweep the same row at once; a
@@ -47,12 +49,14 @@ class Sweeper:
         *,
         interval_seconds: float,
         grace_seconds: float,
+        idempotency_retention_seconds: float = 86400.0,
     ) -> None:
         self._store = store
         self._broker = broker
         self._topology = topology
         self._interval = interval_seconds
         self._grace = timedelta(seconds=grace_seconds)
+        self._retention = timedelta(seconds=idempotency_retention_seconds)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -83,6 +87,13 @@ class Sweeper:
             published += count
         return published
 
+    async def expire_keys_once(self) -> int:
+        """Delete the idempotency keys older than the retention: they may name a new task again."""
+        expired = await self._store.expire_idempotency_keys(utcnow() - self._retention)
+        if expired:
+            log.info("forgot %d expired idempotency key(s)", expired)
+        return expired
+
     async def _publish(self, task: TaskRecord) -> bool:
         try:
             await announce(self._broker.publisher, self._topology, task)
@@ -102,6 +113,7 @@ class Sweeper:
     async def _run(self) -> None:
         while True:
             try:
+                await self.expire_keys_once()
                 await self.sweep_once()
             except TaskyardError as exc:
                 # Broker or database away, or the queue full: the rows stay and the next round retries.

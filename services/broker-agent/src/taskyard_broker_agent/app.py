@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from taskyard_broker_agent.deadletters import DeadLetterConsumer
 from taskyard_broker_agent.inflight import InFlight
 from taskyard_broker_agent.intake import IntakeHandler
+from taskyard_broker_agent.queue_metrics import QueueMetrics
 from taskyard_broker_agent.reaper import Reaper
 from taskyard_broker_agent.router import Router
 from taskyard_broker_agent.settings import ServiceSettings, get_settings
@@ -144,6 +145,7 @@ class BrokerAgent:
         self.settings = settings
         self.resources: Resources | None = None
         self.reaper: Reaper | None = None
+        self._queue_metrics: QueueMetrics | None = None
         self._inflight = InFlight("intake message")
         self._dead_letters_inflight = InFlight("dead letter")
         self._consumer_tag: str | None = None
@@ -158,6 +160,8 @@ class BrokerAgent:
         self.resources = resources = await Resources.open(self.settings)
         try:
             metrics.init_broker_labels(resources.catalog.names)
+            if resources.router.uses_llm:
+                metrics.init_llm_labels(self.settings.llm.model)
             handler = IntakeHandler(
                 resources.catalog,
                 resources.store,
@@ -184,6 +188,14 @@ class BrokerAgent:
             )
             reaper.start()
             resources.ready_checks.append(lambda: reaper.running)
+            topology = resources.topology
+            names = resources.catalog.names
+            self._queue_metrics = QueueMetrics(
+                resources.connection,
+                [*topology.work_queue_names(names), *(topology.quarantine_queue(n) for n in names),
+                 topology.dead_letter_queue],
+            )  # fmt: skip
+            self._queue_metrics.start()
             self._dead_letter_tag = await resources.dead_letter_queue.consume(
                 self._dead_letters_inflight.track(dead_letters.on_message)
             )
@@ -192,6 +204,9 @@ class BrokerAgent:
             )
         except BaseException:
             self.resources = None
+            if self._queue_metrics is not None:
+                await self._queue_metrics.stop()
+                self._queue_metrics = None
             if self.reaper is not None:
                 await self.reaper.stop(0)
                 self.reaper = None
@@ -216,6 +231,9 @@ class BrokerAgent:
         if resources is None:
             return
         grace = self.settings.broker.shutdown_grace_seconds
+        if self._queue_metrics is not None:
+            await self._queue_metrics.stop()
+            self._queue_metrics = None
         try:
             for queue, tag in (
                 (resources.intake_queue, self._consumer_tag),

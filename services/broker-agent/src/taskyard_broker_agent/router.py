@@ -140,13 +140,14 @@ class Router:
         try:
             # The client's timeout bounds each phase of the HTTP exchange; this bounds the whole call.
             async with asyncio.timeout(self._timeout):
-                response = await self._client.chat.completions.create(
-                    model=self._model,
-                    messages=self._prompt.messages(task_input),  # type: ignore[arg-type]
-                    tools=[self._prompt.tool],  # type: ignore[list-item]
-                    tool_choice=self._prompt.tool_choice,  # type: ignore[arg-type]
-                    temperature=0,
-                )
+                with metrics.track_llm_request(self._model):
+                    response = await self._client.chat.completions.create(
+                        model=self._model,
+                        messages=self._prompt.messages(task_input),  # type: ignore[arg-type]
+                        tools=[self._prompt.tool],  # type: ignore[list-item]
+                        tool_choice=self._prompt.tool_choice,  # type: ignore[arg-type]
+                        temperature=0,
+                    )
         except Exception as exc:
             # Whatever went wrong, the rules can still route: an unexpected error keeps its traceback.
             if not isinstance(exc, openai.OpenAIError | TimeoutError):

@@ -24,7 +24,7 @@ from taskyard_common.amqp import consume
 from taskyard_common.errors import TaskyardError
 from taskyard_common.logging import configure_logging
 from taskyard_common.messages import ControlMessage, WorkMessage
-from taskyard_common.metrics import init_worker_labels
+from taskyard_common.metrics import init_llm_labels, init_worker_labels
 from taskyard_worker.control import ControlHandler
 from taskyard_worker.flights import Source
 from taskyard_worker.handler import WorkHandler
@@ -76,6 +76,7 @@ class Worker:
     async def start(self) -> None:
         resources = self.resources
         init_worker_labels(resources.spec.name)
+        init_llm_labels(resources.spec.model or resources.settings.llm.model)
         self._heartbeat_task = asyncio.create_task(self.heartbeat.run())
         control = resources.control_queue
         self._control_consumer = (

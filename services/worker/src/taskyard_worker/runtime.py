@@ -19,6 +19,7 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
+from taskyard_common import metrics
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import PermanentError, TransientError
 from taskyard_common.llm import classify
@@ -211,11 +212,12 @@ class Agent:
         if self._tool_schemas:
             kwargs["tools"] = self._tool_schemas
         try:
-            return await self._client.chat.completions.create(
-                model=self.model,
-                messages=messages,  # type: ignore[arg-type]  # plain dicts, as the API takes them
-                **kwargs,
-            )
+            with metrics.track_llm_request(self.model):
+                return await self._client.chat.completions.create(
+                    model=self.model,
+                    messages=messages,  # type: ignore[arg-type]  # plain dicts, as the API takes them
+                    **kwargs,
+                )
         except openai.OpenAIError as exc:
             mapped = classify(exc)
             if isinstance(mapped, PermanentError):

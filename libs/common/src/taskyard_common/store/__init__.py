@@ -1,7 +1,9 @@
 """The task store: a small interface (``TaskStore``) and its PostgreSQL implementation."""
 
 from taskyard_common.store.base import (
+    DEFAULT_TENANT,
     DeadLetterRecord,
+    IdempotentCreate,
     NewTask,
     StartOutcome,
     StartResult,
@@ -11,7 +13,9 @@ from taskyard_common.store.base import (
 from taskyard_common.store.postgres import PostgresTaskStore, StoreUnavailable
 
 __all__ = [
+    "DEFAULT_TENANT",
     "DeadLetterRecord",
+    "IdempotentCreate",
     "NewTask",
     "PostgresTaskStore",
     "StartOutcome",

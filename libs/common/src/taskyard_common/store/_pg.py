@@ -11,14 +11,33 @@ import asyncpg
 
 from taskyard_common.errors import TransientError
 from taskyard_common.messages import TaskStatus
-from taskyard_common.store.base import TaskRecord
+from taskyard_common.store.base import NewTask, TaskRecord
 
 COLUMNS = (
-    "id, status, input, metadata, requested_specialist, specialist, routing, attempts, result, error,"
+    "id, status, tenant, input, metadata, requested_specialist, specialist, routing, attempts, result, error,"
     " usage, created_at, published_at, routed_at, started_at, finished_at, updated_at,"
     " next_attempt_at, lease_owner, lease_expires_at, lease_expirations, cancel_requested_at, deadline,"
     " timeout_seconds, attempt_log, dead_letter"
 )
+# $1 id, $2 input, $3 metadata, $4 requested_specialist, $5 deadline, $6 timeout_seconds, $7 tenant.
+INSERT_TASK = (
+    "INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline, timeout_seconds, tenant)"
+    f" VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+)
+
+
+def insert_args(task: NewTask) -> tuple[Any, ...]:
+    return (
+        task.id,
+        task.input,
+        task.metadata,
+        task.requested_specialist,
+        task.deadline,
+        task.timeout_seconds,
+        task.tenant,
+    )
+
+
 NON_TERMINAL = "('pending', 'queued', 'running', 'retrying')"
 # Dropping a lease: shared by every transition out of running.
 CLEAR_LEASE = "lease_owner = NULL, lease_expires_at = NULL"
@@ -59,6 +78,11 @@ class PoolStore:
     def __init__(self, pool: asyncpg.Pool, *, acquire_timeout: float | None = None) -> None:
         self._pool = pool
         self._acquire_timeout = acquire_timeout
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """For the other stores of the same database (API keys, rate limits) to share the connections."""
+        return self._pool
 
     async def close(self) -> None:
         await self._pool.close()

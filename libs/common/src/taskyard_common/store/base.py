@@ -16,11 +16,15 @@ from pydantic import BaseModel, ConfigDict
 
 from taskyard_common.messages import RoutingDecision, TaskInput, TaskStatus, Usage
 
+# The tenant of every task written without authentication (and of the rows older than tenants).
+DEFAULT_TENANT = "default"
+
 
 class NewTask(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: UUID
+    tenant: str = DEFAULT_TENANT
     input: TaskInput
     metadata: dict[str, str]
     requested_specialist: str | None = None
@@ -33,6 +37,7 @@ class TaskRecord(BaseModel):
 
     id: UUID
     status: TaskStatus
+    tenant: str = DEFAULT_TENANT
     input: TaskInput
     metadata: dict[str, str]
     requested_specialist: str | None
@@ -88,6 +93,18 @@ class DeadLetterRecord(BaseModel):
     message: dict[str, Any]
     recorded_at: datetime
     task_status: TaskStatus
+    tenant: str = DEFAULT_TENANT
+
+
+@dataclass(frozen=True)
+class IdempotentCreate:
+    """What ``create_idempotent`` found: the task it created, or the one the key already names."""
+
+    created: bool
+    # The stored submission's hash: a different one means the key was reused for another request.
+    request_hash: str
+    # None when the key's task is gone or not yet written (never the case after a commit, but be safe).
+    record: TaskRecord | None
 
 
 # A page position: the (created_at, id) of the last task seen, newest first.
@@ -98,6 +115,18 @@ class TaskStore(Protocol):
     async def ping(self) -> None: ...
 
     async def create(self, task: NewTask) -> TaskRecord: ...
+
+    async def create_idempotent(
+        self, task: NewTask, *, key: str, request_hash: str, retention_seconds: float
+    ) -> IdempotentCreate:
+        """Claim ``(task.tenant, key)`` and insert ``task`` in one transaction; when the key is already
+        claimed (and younger than ``retention_seconds``), insert nothing and return what it names. A
+        concurrent claim of the same key waits for the first one's commit (primary key)."""
+        ...
+
+    async def expire_idempotency_keys(self, older_than: datetime) -> int:
+        """Delete the idempotency keys created before ``older_than``; returns how many."""
+        ...
 
     async def mark_published(self, task_id: UUID) -> None:
         """Record that the task's current message (intake or work) was confirmed by the broker."""
@@ -122,8 +151,16 @@ class TaskStore(Protocol):
     async def get(self, task_id: UUID) -> TaskRecord | None: ...
 
     async def list(
-        self, *, status: TaskStatus | None, specialist: str | None, limit: int, after: Cursor | None
-    ) -> list[TaskRecord]: ...
+        self,
+        *,
+        status: TaskStatus | None,
+        specialist: str | None,
+        limit: int,
+        after: Cursor | None,
+        tenant: str | None = None,
+    ) -> list[TaskRecord]:
+        """Newest first; ``tenant`` None means every tenant (internal callers only, never the API)."""
+        ...
 
     async def record_routing(self, task_id: UUID, decision: RoutingDecision) -> bool:
         """pending → queued with the decision; False when the task is no longer pending."""
@@ -201,8 +238,16 @@ class TaskStore(Protocol):
         ...
 
     async def list_dead_letters(
-        self, *, specialist: str | None, reason: str | None, limit: int, after: tuple[datetime, UUID] | None
-    ) -> list[DeadLetterRecord]: ...
+        self,
+        *,
+        specialist: str | None,
+        reason: str | None,
+        limit: int,
+        after: tuple[datetime, UUID] | None,
+        tenant: str | None = None,
+    ) -> list[DeadLetterRecord]:
+        """Most recent first; ``tenant`` None means every tenant (internal callers only)."""
+        ...
 
     async def get_dead_letter(self, task_id: UUID) -> DeadLetterRecord | None: ...
 

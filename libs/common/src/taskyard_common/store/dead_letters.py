@@ -13,7 +13,8 @@ from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, NON_TERMINAL, PoolSt
 from taskyard_common.store.base import DeadLetterRecord, TaskRecord
 
 _DL_COLUMNS = (
-    "d.task_id, d.specialist, d.reason, d.queue, d.deaths, d.message, d.recorded_at, t.status AS task_status"
+    "d.task_id, d.specialist, d.reason, d.queue, d.deaths, d.message, d.recorded_at, t.status AS task_status,"
+    " t.tenant"
 )
 
 
@@ -61,9 +62,19 @@ class DeadLetterQueries(PoolStore):
         return True
 
     async def list_dead_letters(
-        self, *, specialist: str | None, reason: str | None, limit: int, after: tuple[datetime, UUID] | None
+        self,
+        *,
+        specialist: str | None,
+        reason: str | None,
+        limit: int,
+        after: tuple[datetime, UUID] | None,
+        tenant: str | None = None,
     ) -> list[DeadLetterRecord]:
-        clauses, args = ["d.discarded_at IS NULL"], []
+        clauses: list[str] = ["d.discarded_at IS NULL"]
+        args: list[Any] = []
+        if tenant is not None:
+            args.append(tenant)
+            clauses.append(f"t.tenant = ${len(args)}")
         if specialist is not None:
             args.append(specialist)
             clauses.append(f"d.specialist = ${len(args)}")

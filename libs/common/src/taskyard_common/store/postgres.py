@@ -16,21 +16,24 @@ from taskyard_common.settings import DbSettings
 from taskyard_common.store._pg import (
     CLEAR_LEASE,
     COLUMNS,
+    INSERT_TASK,
     NON_TERMINAL,
     UNAVAILABLE,
     PoolStore,
     StoreUnavailable,
     init_connection,
+    insert_args,
     to_record,
 )
 from taskyard_common.store.base import Cursor, NewTask, TaskRecord
 from taskyard_common.store.dead_letters import DeadLetterQueries
+from taskyard_common.store.idempotency import IdempotencyQueries
 from taskyard_common.store.leases import LeaseQueries
 
 __all__ = ["PostgresTaskStore", "StoreUnavailable"]
 
 
-class PostgresTaskStore(LeaseQueries, DeadLetterQueries, PoolStore):
+class PostgresTaskStore(LeaseQueries, DeadLetterQueries, IdempotencyQueries, PoolStore):
     @classmethod
     async def open(cls, settings: DbSettings) -> PostgresTaskStore:
         try:
@@ -52,16 +55,7 @@ class PostgresTaskStore(LeaseQueries, DeadLetterQueries, PoolStore):
         await self._fetchrow("SELECT 1")
 
     async def create(self, task: NewTask) -> TaskRecord:
-        row = await self._fetchrow(
-            "INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline, timeout_seconds)"
-            f" VALUES ($1, 'pending', $2, $3, $4, $5, $6) RETURNING {COLUMNS}",
-            task.id,
-            task.input,
-            task.metadata,
-            task.requested_specialist,
-            task.deadline,
-            task.timeout_seconds,
-        )
+        row = await self._fetchrow(INSERT_TASK, *insert_args(task))
         assert row is not None
         return to_record(row)
 
@@ -103,9 +97,19 @@ class PostgresTaskStore(LeaseQueries, DeadLetterQueries, PoolStore):
         return to_record(row) if row else None
 
     async def list(
-        self, *, status: TaskStatus | None, specialist: str | None, limit: int, after: Cursor | None
+        self,
+        *,
+        status: TaskStatus | None,
+        specialist: str | None,
+        limit: int,
+        after: Cursor | None,
+        tenant: str | None = None,
     ) -> list[TaskRecord]:
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[Any] = []
+        if tenant is not None:
+            args.append(tenant)
+            clauses.append(f"tenant = ${len(args)}")
         if status is not None:
             args.append(status.value)
             clauses.append(f"status = ${len(args)}")

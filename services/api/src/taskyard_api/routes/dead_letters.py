@@ -2,7 +2,7 @@
 
 The broker agent records each dead letter; here an operator lists them, replays one (the task runs again,
 optionally on another specialist) or discards it (the task stays ``dead_lettered``). These routes become
-admin-only once the API has authentication.
+admin-only, and an admin sees only its own tenant's.
 
 A replay is committed first and published second. When the publish fails the answer is 503, but the replay
 stands: the task's ``published_at`` stays empty and the sweeper publishes it after its grace period.
@@ -20,6 +20,7 @@ from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from taskyard_api.announce import announce
+from taskyard_api.auth import Admin, Principal
 from taskyard_api.cursor import encode_cursor
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
 from taskyard_api.lifespan import Resources
@@ -35,6 +36,7 @@ from taskyard_api.problems import (
 from taskyard_api.request_params import (
     CursorQuery,
     LimitQuery,
+    NoNul,
     TaskIdPath,
     page_after,
     page_size,
@@ -43,12 +45,13 @@ from taskyard_api.request_params import (
 )
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.messages import TaskStatus
-from taskyard_common.store import DeadLetterRecord
+from taskyard_common.store import DeadLetterRecord, TaskStore
 from taskyard_common.store.postgres import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
+# Admin-only; an admin sees only its own tenant's dead letters (another tenant's: 404).
+router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"], responses=problem_responses(401, 403))
 
 NO_DEAD_LETTER = "No open dead letter for this task (never dead-lettered, or already replayed or discarded)."
 _NOT_FOUND_DESCRIPTION = {404: "No open dead letter for this task id"}
@@ -119,12 +122,20 @@ class ReplayRequest(BaseModel):
     )
 
 
+async def _open_dead_letter(store: TaskStore, task_id: str, principal: Principal) -> DeadLetterRecord:
+    record = await store.get_dead_letter(parse_task_id(task_id, NO_DEAD_LETTER))
+    if record is None or not principal.owns(record.tenant):
+        raise ProblemException(NOT_FOUND(NO_DEAD_LETTER))
+    return record
+
+
 @router.get("", summary="List open dead letters, most recent first", responses=problem_responses(422, 503))
 async def list_dead_letters(
     store: StoreDep,
     settings: SettingsDep,
+    principal: Admin,
     specialist: Annotated[
-        str | None, Query(max_length=63, description="Only dead letters of this specialist")
+        str | None, Query(max_length=63, description="Only dead letters of this specialist"), NoNul
     ] = None,
     reason: Annotated[DeadLetterReason | None, Query(description="Only dead letters for this reason")] = None,
     limit: LimitQuery = None,
@@ -132,7 +143,11 @@ async def list_dead_letters(
 ) -> DeadLetterPage:
     size, after = page_size(limit, settings), page_after(cursor)
     records = await store.list_dead_letters(
-        specialist=specialist, reason=reason.value if reason else None, limit=size + 1, after=after
+        specialist=specialist,
+        reason=reason.value if reason else None,
+        limit=size + 1,
+        after=after,
+        tenant=principal.tenant,
     )
     page, more = records[:size], len(records) > size
     next_cursor = encode_cursor(page[-1].recorded_at, page[-1].task_id) if more else None
@@ -144,11 +159,8 @@ async def list_dead_letters(
     summary="Read an open dead letter",
     responses=problem_responses(404, 503, descriptions=_NOT_FOUND_DESCRIPTION),
 )
-async def get_dead_letter(task_id: TaskIdPath, store: StoreDep) -> DeadLetterDocument:
-    record = await store.get_dead_letter(parse_task_id(task_id, NO_DEAD_LETTER))
-    if record is None:
-        raise ProblemException(NOT_FOUND(NO_DEAD_LETTER))
-    return DeadLetterDocument.from_record(record)
+async def get_dead_letter(task_id: TaskIdPath, store: StoreDep, principal: Admin) -> DeadLetterDocument:
+    return DeadLetterDocument.from_record(await _open_dead_letter(store, task_id, principal))
 
 
 @router.post(
@@ -181,11 +193,12 @@ async def replay_dead_letter(
     task_id: TaskIdPath,
     response: Response,
     resources: ResourcesDep,
+    principal: Admin,
     replay: Annotated[ReplayRequest | None, Body()] = None,
 ) -> TaskDocument:
     """The task gets a fresh start (attempts reset to 0) on its specialist, or on ``specialist`` when given;
     a task that died before it was routed goes back to the broker agent instead."""
-    ident = parse_task_id(task_id, NO_DEAD_LETTER)
+    ident = (await _open_dead_letter(resources.store, task_id, principal)).task_id
     specialist = replay.specialist if replay is not None else None
     catalog = resources.catalog
     if specialist is not None and catalog.get(specialist) is None:
@@ -244,7 +257,8 @@ async def _mark_published(resources: Resources, task_id: UUID) -> None:
         **problem_responses(404, 503, descriptions=_NOT_FOUND_DESCRIPTION),
     },
 )
-async def discard_dead_letter(task_id: TaskIdPath, store: StoreDep) -> Response:
-    if not await store.discard_dead_letter(parse_task_id(task_id, NO_DEAD_LETTER)):
+async def discard_dead_letter(task_id: TaskIdPath, store: StoreDep, principal: Admin) -> Response:
+    ident = (await _open_dead_letter(store, task_id, principal)).task_id
+    if not await store.discard_dead_letter(ident):
         raise ProblemException(NOT_FOUND(NO_DEAD_LETTER))
     return Response(status_code=204)

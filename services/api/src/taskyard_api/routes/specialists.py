@@ -5,9 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from taskyard_api.auth import Reader
 from taskyard_api.deps import CatalogDep
+from taskyard_api.problems import problem_responses
 
-router = APIRouter(prefix="/v1/specialists", tags=["specialists"])
+router = APIRouter(prefix="/v1/specialists", tags=["specialists"], responses=problem_responses(401))
 
 
 class SpecialistDocument(BaseModel):
@@ -29,7 +31,7 @@ class SpecialistList(BaseModel):
 
 
 @router.get("", summary="List the specialists")
-async def list_specialists(catalog: CatalogDep) -> SpecialistList:
+async def list_specialists(catalog: CatalogDep, _: Reader) -> SpecialistList:
     return SpecialistList(
         items=[
             SpecialistDocument(

@@ -14,12 +14,15 @@ from uuid import UUID, uuid4
 from fastapi import APIRouter, Depends, Query, Response
 
 from taskyard_api.announce import intake_message
+from taskyard_api.auth import Principal, Reader, Submitter
 from taskyard_api.cursor import encode_cursor
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
+from taskyard_api.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader, replay, request_hash
 from taskyard_api.lifespan import Resources
 from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmission, task_path
 from taskyard_api.problems import (
     NOT_FOUND,
+    RATE_LIMIT_HEADERS,
     TASK_ALREADY_FINISHED,
     TASK_NOT_COMPLETED,
     UNKNOWN_SPECIALIST,
@@ -28,10 +31,13 @@ from taskyard_api.problems import (
     ProblemException,
     problem_responses,
 )
+from taskyard_api.rate_limit import take_submission_token
 from taskyard_api.request_params import (
     CursorQuery,
     LimitQuery,
+    NoNul,
     TaskIdPath,
+    check_input_size,
     page_after,
     page_size,
     parse_task_id,
@@ -47,12 +53,13 @@ from taskyard_common.topology import INTAKE_ROUTING_KEY
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+# Every route needs an API key; a key never sees another tenant's task (404, as for an unknown id).
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=problem_responses(401))
 
 
-async def _get_task(store: TaskStore, task_id: str) -> TaskRecord:
+async def _get_task(store: TaskStore, task_id: str, principal: Principal) -> TaskRecord:
     record = await store.get(parse_task_id(task_id))
-    if record is None:
+    if record is None or not principal.owns(record.tenant):
         raise ProblemException(NOT_FOUND("No task with this id."))
     return record
 
@@ -106,16 +113,48 @@ def _reject_reason(exc: Exception) -> str:
     dependencies=[Depends(require_json_body)],
     responses={
         202: {
-            "description": "Accepted: stored and queued. Location names the task.",
-            "headers": {"Location": {"description": "The task's URL", "schema": {"type": "string"}}},
+            "description": "Accepted: stored and queued. Location names the task. With an Idempotency-Key "
+            "already used for the same body: the original task again, with Idempotent-Replayed: true.",
+            "headers": {
+                "Location": {"description": "The task's URL", "schema": {"type": "string"}},
+                REPLAYED_HEADER: {
+                    "description": "true when this answers an earlier request with the same Idempotency-Key",
+                    "schema": {"type": "string", "enum": ["true"]},
+                },
+                **RATE_LIMIT_HEADERS,
+            },
         },
-        **problem_responses(400, 413, 415, 422, 503),
+        **problem_responses(
+            400,
+            403,
+            409,
+            413,
+            415,
+            422,
+            429,
+            503,
+            descriptions={
+                403: "The API key's role may not submit (a reader)",
+                409: "A request with this Idempotency-Key is still being processed; retry after Retry-After "
+                "(1) seconds",
+                422: "The request is not valid (validation-error, unknown-specialist), or the Idempotency-Key "
+                "was used for another body (idempotency-key-reused)",
+                429: "Over this tenant's submission rate; nothing was stored. Retry after Retry-After seconds",
+                503: "Not stored: the broker is unavailable or the queue is full (back pressure), or the "
+                "database is unavailable. Retry after Retry-After seconds",
+            },
+        ),
     },
 )
 async def submit_task(
-    submission: TaskSubmission, response: Response, resources: ResourcesDep
+    submission: TaskSubmission,
+    response: Response,
+    resources: ResourcesDep,
+    principal: Submitter,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> TaskDocument:
     catalog, store, broker = resources.catalog, resources.store, resources.broker
+    response.headers.update(await take_submission_token(resources, principal.tenant))
     if submission.specialist is not None and catalog.get(submission.specialist) is None:
         raise ProblemException(
             UNKNOWN_SPECIALIST(
@@ -123,6 +162,7 @@ async def submit_task(
             )
         )
     _check_timeout(submission, catalog)
+    check_input_size(submission.input, resources.settings)
     try:
         # Known to be down: refuse before storing anything rather than insert and delete.
         publisher = broker.publisher
@@ -136,9 +176,24 @@ async def submit_task(
         requested_specialist=submission.specialist,
         deadline=submission.deadline,
         timeout_seconds=submission.timeout_seconds,
+        tenant=principal.tenant,
     )
     try:
-        record = await store.create(new_task)
+        if idempotency_key is None:
+            record = await store.create(new_task)
+        else:
+            # The key and the task commit together: a concurrent duplicate finds this task, never makes one.
+            wanted = request_hash(submission)
+            found = await store.create_idempotent(
+                new_task,
+                key=idempotency_key,
+                request_hash=wanted,
+                retention_seconds=resources.settings.api.idempotency_retention_seconds,
+            )
+            if not found.created:
+                return replay(found, wanted, response)
+            assert found.record is not None
+            record = found.record
     except StoreUnavailable:
         SUBMIT_REJECTED.labels("database_unavailable").inc()
         raise
@@ -146,6 +201,7 @@ async def submit_task(
     try:
         await publisher.publish(resources.topology.intake_exchange, INTAKE_ROUTING_KEY, message)
     except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
+        # Deleting the task releases its idempotency key with it (ON DELETE CASCADE): a retry may succeed.
         await _discard(store, record.id)
         SUBMIT_REJECTED.labels(_reject_reason(exc)).inc()
         raise  # the exception handlers answer 503 with Retry-After
@@ -163,31 +219,34 @@ async def submit_task(
 async def list_tasks(
     store: StoreDep,
     settings: SettingsDep,
+    principal: Reader,
     status: Annotated[TaskStatus | None, Query(description="Only tasks in this status")] = None,
     specialist: Annotated[
-        str | None, Query(max_length=63, description="Only tasks routed to this specialist")
+        str | None, Query(max_length=63, description="Only tasks routed to this specialist"), NoNul
     ] = None,
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
 ) -> TaskPage:
     size, after = page_size(limit, settings), page_after(cursor)
     # One extra row tells whether another page exists, so the last page carries no cursor.
-    records = await store.list(status=status, specialist=specialist, limit=size + 1, after=after)
+    records = await store.list(
+        status=status, specialist=specialist, limit=size + 1, after=after, tenant=principal.tenant
+    )
     page, more = records[:size], len(records) > size
     next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return TaskPage(items=[TaskDocument.from_record(r) for r in page], next_cursor=next_cursor)
 
 
 @router.get("/{task_id}", summary="Read a task", responses=problem_responses(404, 503))
-async def get_task(task_id: TaskIdPath, store: StoreDep) -> TaskDocument:
-    return TaskDocument.from_record(await _get_task(store, task_id))
+async def get_task(task_id: TaskIdPath, store: StoreDep, principal: Reader) -> TaskDocument:
+    return TaskDocument.from_record(await _get_task(store, task_id, principal))
 
 
 @router.get(
     "/{task_id}/result", summary="Read a completed task's result", responses=problem_responses(404, 409, 503)
 )
-async def get_task_result(task_id: TaskIdPath, store: StoreDep) -> TaskResult:
-    record = await _get_task(store, task_id)
+async def get_task_result(task_id: TaskIdPath, store: StoreDep, principal: Reader) -> TaskResult:
+    record = await _get_task(store, task_id, principal)
     if record.status is not TaskStatus.COMPLETED or record.result is None:
         hint = _NO_RESULT_HINTS.get(record.status, "")
         raise ProblemException(
@@ -213,15 +272,26 @@ _NO_RESULT_HINTS = {
             "description": "Running: cancellation requested; its worker stops it and it becomes cancelled",
         },
         **problem_responses(
-            404, 409, 503, descriptions={409: "The task already finished otherwise (see task_status)"}
+            403,
+            404,
+            409,
+            503,
+            descriptions={
+                403: "The API key's role may not cancel (a reader)",
+                409: "The task already finished otherwise (see task_status)",
+            },
         ),
     },
 )
-async def cancel_task(task_id: TaskIdPath, response: Response, resources: ResourcesDep) -> TaskDocument:
+async def cancel_task(
+    task_id: TaskIdPath, response: Response, resources: ResourcesDep, principal: Submitter
+) -> TaskDocument:
     """A task that has not started is cancelled at once (200). A running task is asked to stop (202): every
     worker hears a cancel message, and the one running it stops it and records it ``cancelled``; without
     the message (no broker, no worker listening) the worker's heartbeat notices within a third of its lease.
     Cancelling a cancelled task answers 200 again; any other finished task answers 409."""
+    # The owner check first: a task's tenant never changes, and another tenant's task is not found.
+    await _get_task(resources.store, task_id, principal)
     record = await resources.store.request_cancel(parse_task_id(task_id))
     if record is None:
         raise ProblemException(NOT_FOUND("No task with this id."))

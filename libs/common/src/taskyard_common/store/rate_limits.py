@@ -1,0 +1,47 @@
+"""A token bucket per tenant in PostgreSQL, so that every API replica draws on the same budget.
+
+One statement refills the bucket by the time elapsed since it last changed (the database's clock, the same
+for every replica) and takes a token only if a whole one is there. The row lock of ``ON CONFLICT DO UPDATE``
+serialises concurrent takers, so replicas never hand out the same token twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from taskyard_common.store._pg import PoolStore
+
+# $1 tenant, $2 tokens per second, $3 burst (bucket size).
+_REFILLED = "least($3::float8, r.tokens + $2::float8 * extract(epoch FROM clock_timestamp() - r.updated_at))"
+_TAKE = (
+    "WITH taken AS ("
+    " INSERT INTO rate_limits AS r (tenant, tokens, updated_at) VALUES ($1, $3::float8 - 1, clock_timestamp())"
+    f" ON CONFLICT (tenant) DO UPDATE SET tokens = {_REFILLED} - 1, updated_at = clock_timestamp()"
+    f" WHERE {_REFILLED} >= 1"
+    " RETURNING tokens)"
+    " SELECT true AS allowed, tokens FROM taken"
+    " UNION ALL"
+    # Refused: the bucket as of this statement's snapshot, only to tell the client how long to wait.
+    f" SELECT false, {_REFILLED} FROM rate_limits r"
+    " WHERE r.tenant = $1 AND NOT EXISTS (SELECT 1 FROM taken)"
+)
+
+
+@dataclass(frozen=True)
+class TokenTaken:
+    allowed: bool
+    # Tokens left after this request (fractional: the bucket refills continuously).
+    tokens: float
+
+
+class RateLimitStore(PoolStore):
+    async def take(self, tenant: str, *, per_second: float, burst: int) -> TokenTaken:
+        row = await self._fetchrow(_TAKE, tenant, float(per_second), float(burst))
+        if row is None:
+            # Refused, and the row was created by a concurrent first request after our snapshot.
+            return TokenTaken(allowed=False, tokens=0.0)
+        allowed, tokens = bool(row["allowed"]), max(0.0, float(row["tokens"]))
+        if not allowed and tokens >= 1:
+            # The snapshot predates concurrent takers that emptied the bucket: it holds less than a token.
+            tokens = 0.0
+        return TokenTaken(allowed=allowed, tokens=tokens)

@@ -1,0 +1,117 @@
+"""``taskyard-admin``: manage the API keys (create, list, revoke) directly in the database.
+
+A new key is printed once, alone on stdout, so it can be piped into a secret store; it is never logged and
+cannot be shown again (only its hash is stored). ``keys list`` never prints a secret.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections.abc import Sequence
+
+import asyncpg
+from pydantic import ValidationError
+
+from taskyard_common.settings import DbSettings
+from taskyard_common.store.keys import TENANT_PATTERN, ApiKey, KeyStore, Role
+from taskyard_common.store.postgres import StoreUnavailable
+
+PROG = "taskyard-admin"
+
+
+def _tenant(text: str) -> str:
+    if not re.match(TENANT_PATTERN, text):
+        raise argparse.ArgumentTypeError(
+            f"not a tenant name: {text!r} (lowercase letters, digits, '_', '.', '-'; at most 63)"
+        )
+    return text
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Administer taskyard: API keys (tenants and roles) of the REST API.",
+        epilog="Connects to TASKYARD_DB_URL (or DATABASE_URL), schema TASKYARD_DB_SCHEMA (default taskyard); "
+        "run taskyard-migrate first.",
+    )
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{keys}")
+    keys = groups.add_parser("keys", help="create, list and revoke API keys")
+    actions = keys.add_subparsers(dest="action", required=True, metavar="{create,list,revoke}")
+    create = actions.add_parser(
+        "create",
+        help="create a key and print it (once) to stdout",
+        description="Create an API key. The key is printed once, alone on stdout; store it now.",
+    )
+    create.add_argument("--tenant", required=True, type=_tenant, help="the tenant the key acts for")
+    create.add_argument(
+        "--role",
+        required=True,
+        choices=[r.value for r in Role],
+        help="submitter: submit, cancel and read; reader: read only; admin: all, dead letters included",
+    )
+    create.add_argument("--name", default="", help="a label for people (who or what uses the key)")
+    listing = actions.add_parser("list", help="list keys (never their secrets)")
+    listing.add_argument("--tenant", type=_tenant, help="only this tenant's keys")
+    revoke = actions.add_parser("revoke", help="revoke a key: refused from the next request on")
+    revoke.add_argument("id", help="the key's public id, tyk_<8 hex>")
+    return parser
+
+
+def _row(key: ApiKey) -> str:
+    revoked = key.revoked_at.isoformat(timespec="seconds") if key.revoked_at else "-"
+    return "\t".join(
+        (key.id, key.tenant, key.role.value, key.created_at.isoformat(timespec="seconds"), revoked, key.name)
+    )
+
+
+async def _run(args: argparse.Namespace, settings: DbSettings) -> int:
+    store = await KeyStore.open(settings)
+    try:
+        if args.action == "create":
+            record, key = await store.create(tenant=args.tenant, role=Role(args.role), name=args.name)
+            print(key)
+            print(
+                f"created {record.id} (tenant {record.tenant}, role {record.role.value}); the key above is "
+                "shown only this once",
+                file=sys.stderr,
+            )
+        elif args.action == "list":
+            print("id\ttenant\trole\tcreated_at\trevoked_at\tname")
+            for record in await store.list(args.tenant):
+                print(_row(record))
+        else:
+            if not await store.revoke(args.id):
+                print(f"{PROG}: no live key {args.id!r} (unknown or already revoked)", file=sys.stderr)
+                return 1
+            print(f"revoked {args.id}")
+    finally:
+        await store.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        settings = DbSettings()
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print(f"{PROG}: invalid configuration: {problems}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        code = asyncio.run(_run(args, settings))
+    except asyncpg.UndefinedTableError:
+        print(
+            f"{PROG}: no api_keys table in schema {settings.db_schema}: run taskyard-migrate", file=sys.stderr
+        )
+        sys.exit(1)
+    except asyncpg.PostgresError as exc:
+        print(f"{PROG}: PostgreSQL refused: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except (StoreUnavailable, OSError, TimeoutError, asyncpg.InterfaceError, ValueError) as exc:
+        # Only the kind: some client-side messages quote the connection string.
+        print(f"{PROG}: cannot reach PostgreSQL: {type(exc).__name__}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(code)

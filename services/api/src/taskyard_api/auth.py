@@ -1,0 +1,79 @@
+"""Who is calling: the API key in ``Authorization: Bearer``, its tenant and its role.
+
+Every ``/v1`` route depends on one of ``Reader``, ``Submitter`` or ``Admin``. The key is looked up on every
+request (one indexed query, no cache), so a revoked key is refused from the very next request. A missing,
+malformed, unknown or revoked key answers 401 with ``WWW-Authenticate: Bearer``; a key whose role may not do
+the thing answers 403. Tenants never learn about each other: another tenant's task is simply not found.
+
+With ``TASKYARD_API_AUTH_ENABLED=false`` every request acts as an admin of tenant ``default``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from taskyard_api.deps import ResourcesDep
+from taskyard_api.problems import FORBIDDEN, UNAUTHORIZED, ProblemException
+from taskyard_common.store import DEFAULT_TENANT
+from taskyard_common.store.keys import Role
+
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    bearerFormat="tyk_<id>_<secret>",
+    description="An API key made with `taskyard-admin keys create --tenant T --role R`.",
+)
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    role: Role
+    key_id: str | None  # None when authentication is disabled
+
+    def owns(self, tenant: str) -> bool:
+        return tenant == self.tenant
+
+
+READ_ROLES = frozenset({Role.READER, Role.SUBMITTER, Role.ADMIN})
+SUBMIT_ROLES = frozenset({Role.SUBMITTER, Role.ADMIN})
+ADMIN_ROLES = frozenset({Role.ADMIN})
+
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+_INVALID = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+
+
+def authorize(roles: frozenset[Role]) -> Callable[..., Awaitable[Principal]]:
+    async def principal(
+        resources: ResourcesDep,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+    ) -> Principal:
+        if not resources.settings.api.auth_enabled:
+            return Principal(DEFAULT_TENANT, Role.ADMIN, None)
+        if credentials is None:
+            raise ProblemException(
+                UNAUTHORIZED("Send an API key: Authorization: Bearer <key>."), headers=_CHALLENGE
+            )
+        key = await resources.keys.authenticate(credentials.credentials)
+        if key is None:
+            raise ProblemException(
+                UNAUTHORIZED("The API key is not valid (unknown, malformed or revoked)."), headers=_INVALID
+            )
+        if key.role not in roles:
+            allowed = ", ".join(sorted(r.value for r in roles))
+            raise ProblemException(
+                FORBIDDEN(f"This needs one of the roles: {allowed}; the key is {key.role}.")
+            )
+        return Principal(key.tenant, key.role, key.id)
+
+    return principal
+
+
+Reader = Annotated[Principal, Depends(authorize(READ_ROLES))]
+Submitter = Annotated[Principal, Depends(authorize(SUBMIT_ROLES))]
+Admin = Annotated[Principal, Depends(authorize(ADMIN_ROLES))]

@@ -1,0 +1,65 @@
+"""``Idempotency-Key`` on ``POST /v1/tasks`` (IETF draft-ietf-httpapi-idempotency-key-header).
+
+A retried submission with the same key and the same body answers the original task again (202, the same
+``Location``, ``Idempotent-Replayed: true``), whatever its status now; the same key with another body is a
+422 ``idempotency-key-reused``. While the first request is still publishing its task, a duplicate gets 409
+``idempotency-key-in-use`` with ``Retry-After: 1``. A refused submission (503) releases its key with its task.
+Keys are per tenant and forgotten after ``TASKYARD_API_IDEMPOTENCY_RETENTION_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated
+
+from fastapi import Header, Response
+
+from taskyard_api.models import TaskDocument, TaskSubmission, task_path
+from taskyard_api.problems import IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED, ProblemException
+from taskyard_common.messages import TaskStatus
+from taskyard_common.store import IdempotentCreate
+
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        pattern=r"^[\x20-\x7e]+$",
+        description="1-255 printable ASCII characters. A retry with the same key and body answers the "
+        "original task (Idempotent-Replayed: true) instead of creating another; remembered for "
+        "TASKYARD_API_IDEMPOTENCY_RETENTION_SECONDS (default 24 h).",
+    ),
+]
+
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+def request_hash(submission: TaskSubmission) -> str:
+    """SHA-256 of the validated submission's canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(
+        submission.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def replay(found: IdempotentCreate, wanted_hash: str, response: Response) -> TaskDocument:
+    """The answer to a submission whose key was already used (``found.created`` is False)."""
+    if found.request_hash != wanted_hash:
+        raise ProblemException(
+            IDEMPOTENCY_KEY_REUSED(
+                "This Idempotency-Key was used for a different request; use a new key for a new task."
+            )
+        )
+    record = found.record
+    if record is None or (record.status is TaskStatus.PENDING and record.published_at is None):
+        raise ProblemException(
+            IDEMPOTENCY_KEY_IN_USE(
+                "A request with this Idempotency-Key is still being processed; retry after Retry-After."
+            ),
+            headers={"Retry-After": "1"},
+        )
+    response.headers["Location"] = task_path(record.id)
+    response.headers[REPLAYED_HEADER] = "true"
+    return TaskDocument.from_record(record)

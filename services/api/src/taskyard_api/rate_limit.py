@@ -1,0 +1,52 @@
+"""The per-tenant submission rate limit and its IETF ``RateLimit`` headers.
+
+The bucket lives in PostgreSQL (``taskyard_common.store.rate_limits``), so every API replica draws on one
+budget. Headers follow draft-ietf-httpapi-ratelimit-headers in their structured-field form:
+``RateLimit-Policy: "submit";q=<burst>;w=<seconds to refill the bucket>`` and
+``RateLimit: "submit";r=<remaining>;t=<seconds until full, or until the next token when none is left>``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from taskyard_api.lifespan import Resources
+from taskyard_api.problems import RATE_LIMITED, ProblemException
+
+POLICY = "submit"
+
+
+def rate_limit_headers(tokens: float, *, per_second: float, burst: int) -> dict[str, str]:
+    remaining = math.floor(tokens)
+    window = max(1, math.ceil(burst / per_second))
+    if remaining < 1:
+        reset = max(1, math.ceil((1 - tokens) / per_second))
+    else:
+        reset = max(0, math.ceil((burst - tokens) / per_second))
+    return {
+        "RateLimit-Policy": f'"{POLICY}";q={burst};w={window}',
+        "RateLimit": f'"{POLICY}";r={remaining};t={reset}',
+    }
+
+
+async def take_submission_token(resources: Resources, tenant: str) -> dict[str, str]:
+    """Take one token of ``tenant``'s bucket; the headers to send, or 429 when the bucket is empty."""
+    api = resources.settings.api
+    if not api.rate_limited:
+        return {}
+    taken = await resources.limits.take(
+        tenant, per_second=api.rate_limit_per_second, burst=api.rate_limit_burst
+    )
+    headers = rate_limit_headers(
+        taken.tokens, per_second=api.rate_limit_per_second, burst=api.rate_limit_burst
+    )
+    if not taken.allowed:
+        retry_after = max(1, math.ceil((1 - taken.tokens) / api.rate_limit_per_second))
+        raise ProblemException(
+            RATE_LIMITED(
+                f"This tenant may submit {api.rate_limit_per_second:g} tasks per second (bursts of "
+                f"{api.rate_limit_burst}); retry after {retry_after} s. Nothing was stored."
+            ),
+            headers={**headers, "Retry-After": str(retry_after)},
+        )
+    return headers

@@ -1,0 +1,73 @@
+"""``taskyard-admin keys``: create, list and revoke API keys from the command line, as an operator would."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import httpx
+
+from taskyard_common.settings import DbSettings
+from tests.integration.api.conftest import MakeSettings, assert_problem, serve
+from tests.support.processes import BIN
+
+
+def admin(*argv: str, db: DbSettings) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TASKYARD_DB_URL": db.url.get_secret_value(), "TASKYARD_DB_SCHEMA": db.db_schema}
+    return subprocess.run(
+        [str(BIN / "taskyard-admin"), *argv], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_admin_script_explains_itself():
+    for argv in (["--help"], ["keys", "--help"], ["keys", "create", "--help"]):
+        done = subprocess.run(
+            [str(BIN / "taskyard-admin"), *argv], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("usage: taskyard-admin")
+
+
+async def test_keys_are_created_listed_and_revoked_from_the_cli(
+    db_settings: DbSettings, make_settings: MakeSettings
+):
+    made = admin(
+        "keys", "create", "--tenant", "acme", "--role", "submitter", "--name", "ci bot", db=db_settings
+    )
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip()
+    match = re.fullmatch(r"(tyk_[0-9a-f]{8})_([A-Za-z0-9_-]{43,})", key)
+    assert match, made.stdout
+    key_id, secret = match.groups()
+    assert secret not in made.stderr and key_id in made.stderr
+
+    other = admin("keys", "create", "--tenant", "globex", "--role", "reader", db=db_settings)
+    assert other.returncode == 0, other.stderr
+    listed = admin("keys", "list", db=db_settings)
+    assert listed.returncode == 0, listed.stderr
+    assert key_id in listed.stdout and "ci bot" in listed.stdout and "globex" in listed.stdout
+    assert secret not in listed.stdout and secret not in listed.stderr
+    assert other.stdout.strip().split("_", 2)[2] not in listed.stdout
+    only_acme = admin("keys", "list", "--tenant", "acme", db=db_settings)
+    assert key_id in only_acme.stdout and "globex" not in only_acme.stdout
+
+    bad = admin("keys", "create", "--tenant", "acme", "--role", "root", db=db_settings)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+    async with serve(make_settings(auth_enabled=True)) as api:
+        headers = {"Authorization": f"Bearer {key}"}
+        accepted = await api.post("/v1/tasks", json={"input": "from the ci bot"}, headers=headers)
+        assert accepted.status_code == 202, accepted.text
+
+        revoked = admin("keys", "revoke", key_id, db=db_settings)
+        assert revoked.returncode == 0 and f"revoked {key_id}" in revoked.stdout
+        # The very next request is refused: keys are never cached.
+        refused: httpx.Response = await api.get("/v1/tasks", headers=headers)
+        assert_problem(refused, 401, "unauthorized")
+
+    again = admin("keys", "revoke", key_id, db=db_settings)
+    assert again.returncode == 1 and "already revoked" in again.stderr
+    listed = admin("keys", "list", "--tenant", "acme", db=db_settings)
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(key_id))
+    assert row.split("\t")[4] != "-"  # revoked_at
