@@ -15,6 +15,7 @@ from taskyard_common.settings import AmqpSettings, DbSettings
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.store.migrate import migrate
 from taskyard_common.topology import Topology
+from tests.support.cluster import Cluster
 from tests.support.devllm import DevLlm
 from tests.support.infra import postgres_container, rabbitmq_container, service_url
 from tests.support.processes import Service, free_port, wait_http_ok_sync
@@ -110,3 +111,19 @@ def devllm(service_logs: Path) -> Iterator[DevLlm]:
         yield DevLlm(f"http://127.0.0.1:{port}/v1")
     finally:
         service.stop()
+
+
+@pytest.fixture
+async def cluster(
+    amqp_settings: AmqpSettings, db_settings: DbSettings, catalog_path: Path, devllm: DevLlm, tmp_path: Path
+) -> AsyncIterator[Cluster]:
+    """An empty cluster of real service processes: each test starts what it needs; everything is stopped
+    (SIGTERM) afterwards and must exit cleanly."""
+    cluster = Cluster(amqp_settings, db_settings, catalog_path, devllm, tmp_path)
+    try:
+        yield cluster
+    finally:
+        unclean = cluster.stop_all()
+        # Captured output is shown only when the test fails: then the services' logs say why.
+        print(cluster.logs())
+        assert not unclean, f"services did not stop cleanly on SIGTERM: {unclean}"
