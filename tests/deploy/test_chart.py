@@ -120,6 +120,12 @@ def test_job_mode_renders_a_scaled_job_instead_of_a_deployment():
     assert job["spec"]["rollout"]["strategy"] == "gradual"
     assert job["spec"]["maxReplicaCount"] == 20
     assert job["spec"]["jobTargetRef"]["template"]["spec"]["restartPolicy"] == "Never"
+    (container,) = job["spec"]["jobTargetRef"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TASKYARD_WORKER_EXIT_WHEN_IDLE_SECONDS"] == "60", "a Job's worker exits once idle"
+    for deployment in of_kind(objects, "Deployment"):
+        for c in deployment["spec"]["template"]["spec"]["containers"]:
+            assert "TASKYARD_WORKER_EXIT_WHEN_IDLE_SECONDS" not in {e["name"] for e in c.get("env", [])}
     summarizer = next(
         o for o in of_kind(objects, "ScaledObject") if o["metadata"]["name"].endswith("summarizer")
     )

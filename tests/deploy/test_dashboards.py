@@ -3,32 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import yaml
 from prometheus_client import REGISTRY
 
 import taskyard_common.metrics  # noqa: F401  # registers every taskyard metric
-from tests.deploy.conftest import CHART, run, tool
+from tests.deploy.conftest import run, tool
+from tests.support.chart_metrics import DASHBOARDS, exprs, panels, used_metric_names
 
 pytestmark = pytest.mark.deploy
 
-DASHBOARDS = sorted((CHART / "dashboards").glob("*.json"))
 # Grafana's variables, replaced by values PromQL accepts, so promtool can parse the expression.
 VARIABLES = {"$namespace": "taskyard", "$specialist": "general", "${datasource}": "prometheus"}
-
-
-def _panels(dashboard):
-    for panel in dashboard["panels"]:
-        yield panel
-        yield from panel.get("panels", [])
-
-
-def _exprs(dashboard):
-    for panel in _panels(dashboard):
-        for target in panel.get("targets", []):
-            yield panel["title"], target["expr"]
 
 
 def _defined_metrics() -> set[str]:
@@ -55,17 +42,17 @@ def test_there_is_a_dashboard_per_subject():
 def test_dashboard_is_valid_json_with_unique_panel_ids(path):
     dashboard = json.loads(path.read_text())
     assert dashboard["uid"] and dashboard["title"]
-    ids = [p["id"] for p in _panels(dashboard)]
+    ids = [p["id"] for p in panels(dashboard)]
     assert len(ids) == len(set(ids)), f"duplicate panel ids in {path.name}"
-    assert all(p.get("description") for p in _panels(dashboard)), "every panel says what it shows"
-    refs = [t["refId"] for p in _panels(dashboard) for t in p.get("targets", [])]
+    assert all(p.get("description") for p in panels(dashboard)), "every panel says what it shows"
+    refs = [t["refId"] for p in panels(dashboard) for t in p.get("targets", [])]
     assert refs
 
 
 def test_every_promql_expression_parses(tmp_path):
     rules = []
     for path in DASHBOARDS:
-        for i, (title, expr) in enumerate(_exprs(json.loads(path.read_text()))):
+        for i, (title, expr) in enumerate(exprs(json.loads(path.read_text()))):
             for var, value in VARIABLES.items():
                 expr = expr.replace(var, value)
             rules.append({"record": f"dashboard:{path.stem.replace('-', '_')}:{i}", "expr": expr,
@@ -77,11 +64,6 @@ def test_every_promql_expression_parses(tmp_path):
 
 def test_every_taskyard_metric_used_is_defined():
     defined = _defined_metrics()
-    used = set()
-    for path in DASHBOARDS:
-        for _, expr in _exprs(json.loads(path.read_text())):
-            used |= set(re.findall(r"\btaskyard_[a-z0-9_]+", expr))
-    rules = (CHART / "templates" / "monitoring" / "prometheusrule.yaml").read_text()
-    used |= set(re.findall(r"\btaskyard_[a-z0-9_]+", rules))
+    used = used_metric_names()
     assert used, "no taskyard metric found"
     assert used <= defined, f"not defined in taskyard_common.metrics: {sorted(used - defined)}"

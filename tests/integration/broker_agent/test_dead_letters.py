@@ -24,6 +24,7 @@ async def test_rejected_work_message_is_recorded(run_agent, bus, routed_task, st
     work = await routed_task("summarizer")
     queue = bus.topology.specialist_queue("summarizer")
     before = counter("taskyard_dead_letters_total", reason="rejected")
+    by_specialist = counter("taskyard_tasks_dead_lettered_total", specialist="summarizer")
     async with run_agent():
         await bus.send_work(work)
         delivery = await bus.take(queue)
@@ -40,6 +41,7 @@ async def test_rejected_work_message_is_recorded(run_agent, bus, routed_task, st
     listed = await store.list_dead_letters(specialist="summarizer", reason="rejected", limit=10, after=None)
     assert [d.task_id for d in listed] == [work.task_id]
     assert counter("taskyard_dead_letters_total", reason="rejected") == before + 1
+    assert counter("taskyard_tasks_dead_lettered_total", specialist="summarizer") == by_specialist + 1
     assert await bus.count(bus.topology.dead_letter_queue) == 0
 
 

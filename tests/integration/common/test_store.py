@@ -86,3 +86,49 @@ async def test_migrations_are_idempotent(database_url, db_settings):
         assert sorted(r["version"] for r in versions) == [v for v, _, _ in migration_files()]
     finally:
         await conn.close()
+
+
+async def test_oldest_waiting_per_queue(store):
+    empty = await store.oldest_waiting()
+    assert empty.pending_seconds is None and empty.queued_seconds == {}
+
+    async def aged(task_id, seconds: int) -> None:
+        # Back-dated rather than waited for: the ages below are then known without any sleep.
+        await store.pool.execute(
+            "UPDATE tasks SET updated_at = clock_timestamp() - make_interval(secs => $2) WHERE id = $1",
+            task_id,
+            seconds,
+        )
+
+    pending = await store.create(new_task())
+    await aged(pending.id, 500)
+    summarize = RoutingDecision(method=RoutingMethod.RULES, specialist="summarizer", reason="r", confidence=1)
+    older, newer, running, other = [(await store.create(new_task())).id for _ in range(4)]
+    for task_id in (older, newer, running):
+        assert await store.record_routing(task_id, DECISION)
+    assert await store.record_routing(other, summarize)
+    await aged(older, 300)
+    await aged(newer, 10)
+    await aged(other, 50)
+    started = await store.start(running, owner="w", lease_seconds=30, attempt=1)
+    assert started.outcome is StartOutcome.STARTED
+    await aged(running, 10_000)  # running: not waiting, whatever its age
+
+    ages = await store.oldest_waiting()
+    assert ages.pending_seconds is not None and 500 <= ages.pending_seconds < 3600
+    assert set(ages.queued_seconds) == {"general", "summarizer"}
+    assert 300 <= ages.queued_seconds["general"] < 3600, "the oldest of the specialist's queued tasks"
+    assert 50 <= ages.queued_seconds["summarizer"] < 300
+
+    # A retrying task waits in its work queue once its delay is over; before that it is in a delay queue.
+    await store.pool.execute(
+        "UPDATE tasks SET status = 'retrying', lease_owner = NULL, next_attempt_at = clock_timestamp() + "
+        "interval '1 hour' WHERE id = $1",
+        running,
+    )
+    assert 300 <= (await store.oldest_waiting()).queued_seconds["general"] < 3600
+    await store.pool.execute(
+        "UPDATE tasks SET next_attempt_at = clock_timestamp() - interval '2000 seconds' WHERE id = $1",
+        running,
+    )
+    assert 2000 <= (await store.oldest_waiting()).queued_seconds["general"] < 3600

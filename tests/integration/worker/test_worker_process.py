@@ -13,7 +13,7 @@ import pytest
 from taskyard_common.messages import TaskStatus
 from taskyard_common.settings import AmqpSettings, DbSettings
 from tests.integration.worker.helpers import Harness
-from tests.support.processes import BIN, Service, free_port, wait_http_ok
+from tests.support.processes import BIN, Service, eventually, free_port, wait_http_ok
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -79,3 +79,52 @@ def test_unknown_specialist_exits_with_a_clear_error(catalog_path: Path) -> None
     )
     assert result.returncode == 2
     assert "unknown specialist 'nope'" in result.stderr and "general" in result.stderr
+
+
+async def test_exit_when_idle_exits_zero_after_the_idle_period(
+    harness: Harness, catalog_path: Path, service_logs: Path
+) -> None:
+    """Job mode (a KEDA ScaledJob's pod): with nothing to do, the worker stops by itself and exits 0."""
+    port = free_port()
+    settings = harness.settings
+    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
+    argv = ["taskyard-worker", "--specialist", "general", "--exit-when-idle", "0.5"]
+    service = Service("worker-idle", argv, env, service_logs)
+    try:
+
+        async def exited() -> bool:
+            return service.proc.poll() is not None
+
+        await eventually(exited, timeout=60, what="the idle worker to exit")
+    finally:
+        code = await asyncio.to_thread(service.stop)
+    assert code == 0, service.log_tail()
+    assert "--exit-when-idle" in service.log_tail(200)
+
+
+async def test_exit_when_idle_finishes_a_task_delivered_meanwhile(
+    harness: Harness, catalog_path: Path, service_logs: Path
+) -> None:
+    """A task that arrives during the idle period runs to completion (longer than the idle period itself),
+    and only then does the worker exit, cleanly."""
+    await harness.script([{"delay_seconds": 4, "content": "finished after a while"}])
+    port = free_port()
+    settings = harness.settings
+    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
+    env["TASKYARD_WORKER_EXIT_WHEN_IDLE_SECONDS"] = "3"
+    service = Service("worker-idle-task", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    try:
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        message = await harness.submit("Take your time with this one.")
+        record = await harness.wait(message.task_id, TaskStatus.COMPLETED, within=60)
+        assert record.result is not None and record.result["output"] == "finished after a while"
+
+        async def exited() -> bool:
+            return service.proc.poll() is not None
+
+        await eventually(exited, timeout=60, what="the worker to exit once idle again")
+    finally:
+        code = await asyncio.to_thread(service.stop)
+    log = service.log_tail(200)
+    assert code == 0, log
+    assert log.index(f"task {message.task_id}: completed") < log.index("--exit-when-idle")

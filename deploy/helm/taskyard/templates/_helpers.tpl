@@ -308,6 +308,11 @@ containers:
         value: {{ $w.shutdownGraceSeconds | quote }}
       - name: TASKYARD_WORKER_HTTP_ALLOWLIST
         value: {{ join "," $w.httpAllowlist | quote }}
+      {{- if and (eq .spec.mode "job") (gt (int $w.job.exitWhenIdleSeconds) 0) }}
+      # A Job's worker exits once idle, so the Job completes instead of running until its deadline.
+      - name: TASKYARD_WORKER_EXIT_WHEN_IDLE_SECONDS
+        value: {{ $w.job.exitWhenIdleSeconds | quote }}
+      {{- end }}
       {{- include "taskyard.extraEnv" (list $ctx.Values.config.env $w.env .spec.env) | trim | nindent 6 }}
     {{- include "taskyard.probes" (dict "port" "health") | nindent 4 }}
     resources:

@@ -7,7 +7,7 @@ dashboard shows zeros instead of gaps.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -88,8 +88,35 @@ QUEUE_MESSAGES_READY = Gauge(
     "taskyard_queue_messages_ready", "Messages ready for delivery in a taskyard queue", ["queue"]
 )
 QUEUE_CONSUMERS = Gauge("taskyard_queue_consumers", "Consumers attached to a taskyard queue", ["queue"])
+# Also the broker agent's collector, but from the task store: RabbitMQ does not tell a message's age over AMQP.
+QUEUE_OLDEST_TASK_AGE = Gauge(
+    "taskyard_queue_oldest_task_age_seconds",
+    "Age of the oldest task waiting in a queue (intake: not routed yet; work queue: routed, not started)",
+    ["queue"],
+)
+TASK_QUEUE_WAIT = Histogram(
+    "taskyard_task_queue_wait_seconds",
+    "Time a task attempt waited in its specialist's queue, from routing (or its retry's due time) to start",
+    ["specialist"],
+    buckets=_TASK_BUCKETS,
+)
+TASKS_IN_FLIGHT = Gauge("taskyard_tasks_in_flight", "Task attempts running in this worker", ["specialist"])
+ROUTING_DURATION = Histogram(
+    "taskyard_routing_duration_seconds",
+    "Time the broker agent took to decide where a task goes",
+    ["method"],
+    buckets=(*_LATENCY_BUCKETS, 30),
+)
+TASKS_DEAD_LETTERED = Counter(
+    "taskyard_tasks_dead_lettered_total",
+    "Tasks the broker agent recorded as dead-lettered, by specialist (unknown: not routed or not in the catalog)",
+    ["specialist"],
+)
 
+ROUTING_METHODS = ("llm", "rules", "explicit")
 ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm")
+# The specialist label of a dead-lettered task that names none, or one outside the catalog (keeps it bounded).
+UNKNOWN_SPECIALIST = "unknown"
 # Normalised x-death reasons (RabbitMQ 3.10 to 4.x), plus "unknown" for anything else.
 DEAD_LETTER_REASONS = ("delivery_limit", "rejected", "expired", "maxlen", "unknown")
 LEASE_OUTCOMES = ("requeued", "dead_lettered")
@@ -110,18 +137,30 @@ def init_worker_labels(specialist: str) -> None:
     for kind in ("prompt", "completion"):
         LLM_TOKENS.labels(specialist, kind)
     TASK_DURATION.labels(specialist)
+    TASK_QUEUE_WAIT.labels(specialist)
+    TASKS_IN_FLIGHT.labels(specialist)
 
 
 def init_broker_labels(specialists: Iterable[str]) -> None:
     for specialist in specialists:
-        for method in ("llm", "rules", "explicit"):
+        TASKS_DEAD_LETTERED.labels(specialist)
+        for method in ROUTING_METHODS:
             ROUTING_DECISIONS.labels(method, specialist)
+    TASKS_DEAD_LETTERED.labels(UNKNOWN_SPECIALIST)
+    for method in ROUTING_METHODS:
+        ROUTING_DURATION.labels(method)
     for reason in ROUTING_FALLBACK_REASONS:
         ROUTING_FALLBACKS.labels(reason)
     for reason in DEAD_LETTER_REASONS:
         DEAD_LETTERS.labels(reason)
     for outcome in LEASE_OUTCOMES:
         LEASES_RECLAIMED.labels(outcome)
+
+
+def count_dead_lettered(specialist: str | None, known: Collection[str]) -> None:
+    """One more dead-lettered task; a specialist outside ``known`` (the catalog) counts as unknown."""
+    label = specialist if specialist is not None and specialist in known else UNKNOWN_SPECIALIST
+    TASKS_DEAD_LETTERED.labels(label).inc()
 
 
 def init_llm_labels(model: str) -> None:

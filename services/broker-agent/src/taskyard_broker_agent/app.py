@@ -177,6 +177,7 @@ class BrokerAgent:
                 resources.topology,
                 retry_base_seconds=self.settings.broker.retry_base_seconds,
                 retry_max_seconds=self.settings.broker.retry_max_seconds,
+                specialists=resources.catalog.names,
             )
             self.reaper = reaper = Reaper(
                 resources.store,
@@ -185,6 +186,7 @@ class BrokerAgent:
                 interval_seconds=self.settings.broker.reaper_interval_seconds,
                 max_expirations=self.settings.amqp.delivery_limit,
                 republish_after_seconds=self.settings.broker.republish_after_seconds,
+                specialists=resources.catalog.names,
             )
             reaper.start()
             resources.ready_checks.append(lambda: reaper.running)
@@ -194,6 +196,9 @@ class BrokerAgent:
                 resources.connection,
                 [*topology.work_queue_names(names), *(topology.quarantine_queue(n) for n in names),
                  topology.dead_letter_queue],
+                store=resources.store,
+                intake_queue=topology.intake_queue,
+                specialist_queues={n: topology.specialist_queue(n) for n in names},
             )  # fmt: skip
             self._queue_metrics.start()
             self._dead_letter_tag = await resources.dead_letter_queue.consume(

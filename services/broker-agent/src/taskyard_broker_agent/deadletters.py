@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 
 import aiormq
 from aio_pika.abc import AbstractIncomingMessage
@@ -62,9 +63,12 @@ class DeadLetterConsumer:
         *,
         retry_base_seconds: float = 1.0,
         retry_max_seconds: float = 30.0,
+        specialists: Collection[str] = (),
     ) -> None:
         self._store = store
         self._topology = topology
+        # The catalog's names: the bounded specialist label of taskyard_tasks_dead_lettered_total.
+        self._specialists = frozenset(specialists)
         self._retry_base = retry_base_seconds
         self._retry_max = retry_max_seconds
 
@@ -109,6 +113,7 @@ class DeadLetterConsumer:
         )
         metrics.DEAD_LETTERS.labels(letter.reason).inc()
         if recorded:
+            metrics.count_dead_lettered(letter.specialist, self._specialists)
             log.warning(
                 "task %s dead-lettered: reason=%s queue=%s specialist=%s",
                 letter.task_id,

@@ -18,6 +18,7 @@ costs no delivery of the intake queue's limit; after ``max_attempts`` the task f
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 
 from aio_pika.abc import AbstractIncomingMessage
@@ -141,9 +142,12 @@ class IntakeHandler:
         if deadline_passed(task.deadline or message.deadline):
             await self._expire(message)
             return
+        started = time.perf_counter()
         decision = await self._decide(message)
         if decision is None:
             return
+        # Labelled by the method that decided: an LLM answer that fell back to the rules counts as rules.
+        metrics.ROUTING_DURATION.labels(decision.method.value).observe(time.perf_counter() - started)
         if not await self._store.record_routing(message.task_id, decision):
             # Another delivery got there first, or the task was cancelled meanwhile: follow the store.
             await self._resume(message, await self._store.get(message.task_id))

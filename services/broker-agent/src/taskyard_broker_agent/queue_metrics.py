@@ -1,8 +1,12 @@
-"""Queue depth and consumers of every taskyard queue, for dashboards and alerts.
+"""Queue depth, consumers and oldest task age of every taskyard queue, for dashboards and alerts.
 
 The broker agent is the one component that always runs (never scaled to zero), so it samples the queues:
 a passive declare per queue on a short-lived channel answers the ready-message and consumer counts. A
 queue that is missing or a broker that is unreachable leaves the last values and is retried next round.
+
+RabbitMQ does not expose a message's age over AMQP (a passive declare answers counts only, and peeking at
+the head would need a get and a requeue, which counts as a delivery in a quorum queue), so the age of the
+oldest waiting task comes from the task store instead: one grouped query per round (``oldest_waiting``).
 """
 
 from __future__ import annotations
@@ -10,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import aio_pika
 import aiormq
 
 from taskyard_common import metrics
+from taskyard_common.store import StoreUnavailable, TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +31,31 @@ class QueueMetrics:
         connection: aio_pika.abc.AbstractConnection,
         queues: Sequence[str],
         interval_seconds: float = 15.0,
+        *,
+        store: TaskStore | None = None,
+        intake_queue: str | None = None,
+        specialist_queues: Mapping[str, str] | None = None,
     ) -> None:
+        """``store``, ``intake_queue`` and ``specialist_queues`` (specialist -> work queue name) turn on the
+        oldest-task-age gauge of those queues."""
         self._connection = connection
         self._queues = list(queues)
         self._interval = interval_seconds
+        self._store = store
+        self._intake_queue = intake_queue
+        self._specialist_queues = dict(specialist_queues or {})
         self._task: asyncio.Task[None] | None = None
         for name in self._queues:
             metrics.QUEUE_MESSAGES_READY.labels(name)
             metrics.QUEUE_CONSUMERS.labels(name)
+        for name in self._age_queues():
+            metrics.QUEUE_OLDEST_TASK_AGE.labels(name)
+
+    def _age_queues(self) -> list[str]:
+        if self._store is None:
+            return []
+        intake = [self._intake_queue] if self._intake_queue is not None else []
+        return [*intake, *self._specialist_queues.values()]
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="queue-metrics")
@@ -66,6 +88,22 @@ class QueueMetrics:
                 RuntimeError,
             ) as exc:
                 log.debug("queue metrics: %s: %s", name, exc)
+        await self.sample_ages()
+
+    async def sample_ages(self) -> None:
+        """One query for every queue's oldest waiting task; a queue with none waiting reads 0."""
+        if self._store is None:
+            return
+        try:
+            async with asyncio.timeout(5):
+                ages = await self._store.oldest_waiting()
+        except (TimeoutError, StoreUnavailable) as exc:
+            log.debug("queue metrics: oldest task ages: %s", exc)
+            return
+        if self._intake_queue is not None:
+            metrics.QUEUE_OLDEST_TASK_AGE.labels(self._intake_queue).set(ages.pending_seconds or 0.0)
+        for specialist, queue in self._specialist_queues.items():
+            metrics.QUEUE_OLDEST_TASK_AGE.labels(queue).set(ages.queued_seconds.get(specialist, 0.0))
 
     async def _run(self) -> None:
         while True:

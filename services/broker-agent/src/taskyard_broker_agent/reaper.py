@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from uuid import UUID
@@ -75,8 +76,11 @@ class Reaper:
         max_expirations: int,
         republish_after_seconds: float,
         batch_size: int = BATCH_SIZE,
+        specialists: Collection[str] = (),
     ) -> None:
         self._store = store
+        # The catalog's names: the bounded specialist label of taskyard_tasks_dead_lettered_total.
+        self._specialists = frozenset(specialists)
         self._publisher = publisher
         self._topology = topology
         self._interval = interval_seconds
@@ -152,6 +156,7 @@ class Reaper:
         if outcome is TaskStatus.DEAD_LETTERED:
             metrics.LEASES_RECLAIMED.labels("dead_lettered").inc()
             metrics.DEAD_LETTERS.labels("delivery_limit").inc()
+            metrics.count_dead_lettered(task.specialist, self._specialists)
             log.warning(
                 "task %s dead-lettered: its lease expired %d times (reason=delivery_limit queue=lease)",
                 task.id,

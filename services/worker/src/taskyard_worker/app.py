@@ -147,10 +147,23 @@ async def serve(settings: ServiceSettings, specialist: str) -> None:
     signals = (signal.SIGTERM, signal.SIGINT)
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
+    idle_limit = settings.worker.exit_when_idle_seconds
     try:
-        async with running_worker(settings, specialist):
-            await stop.wait()
-            log.info("stop signal received")
+        async with running_worker(settings, specialist) as worker:
+            waits = {asyncio.create_task(stop.wait(), name="stop-signal")}
+            if idle_limit is not None:
+                waits.add(asyncio.create_task(worker.handler.until_idle(idle_limit), name="idle"))
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waits:
+                    waiter.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
+            if stop.is_set():
+                log.info("stop signal received")
+            else:
+                # The same graceful stop as SIGTERM: a delivery that arrived meanwhile is finished first.
+                log.info("idle for %gs (--exit-when-idle): stopping", idle_limit)
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
@@ -164,7 +177,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "variables (see docs/worker.md).",
     )
     parser.add_argument("--specialist", required=True, metavar="NAME", help="a specialist of the catalog")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--exit-when-idle",
+        type=float,
+        metavar="SECONDS",
+        help="job mode: stop gracefully and exit 0 once nothing was in flight or delivered for SECONDS "
+        "(default: TASKYARD_WORKER_EXIT_WHEN_IDLE_SECONDS, else run until SIGTERM)",
+    )
+    args = parser.parse_args(argv)
+    if args.exit_when_idle is not None and not args.exit_when_idle > 0:
+        parser.error("--exit-when-idle must be a number of seconds above 0")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -174,6 +197,9 @@ def main(argv: list[str] | None = None) -> None:
     except ValidationError as exc:
         print(f"taskyard-worker: invalid configuration:\n{exc}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
+    if args.exit_when_idle is not None:
+        worker = settings.worker.model_copy(update={"exit_when_idle_seconds": args.exit_when_idle})
+        settings = settings.model_copy(update={"worker": worker})
     configure_logging(settings.log, f"taskyard-worker[{args.specialist}]")
     try:
         asyncio.run(serve(settings, args.specialist))

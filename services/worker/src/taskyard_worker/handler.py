@@ -12,7 +12,9 @@ recorded by ``Outcomes`` (outcomes.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -76,6 +78,9 @@ class WorkHandler:
         self.flights: dict[UUID, Flight] = {}
         # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
         self.outcomes: Counter[str] = Counter()
+        # When a delivery last arrived or ended (monotonic): job mode exits after a long enough quiet spell.
+        self.last_activity = time.monotonic()
+        self._activity = asyncio.Event()
         self._stopping = asyncio.Event()
         self._record = Outcomes(spec, settings, store, agent, publisher, topology, owner, count=self._outcome)
 
@@ -92,15 +97,39 @@ class WorkHandler:
         flights = {f.task for f in self.flights.values() if f.task is not None and not f.task.done()}
         return self.deliveries | flights
 
+    def _touch(self, *_: object) -> None:
+        self.last_activity = time.monotonic()
+        self._activity.set()
+
+    def idle_seconds(self) -> float:
+        """How long nothing has been in flight and nothing was delivered; 0 while anything is in flight."""
+        if self.in_flight():
+            return 0.0
+        return time.monotonic() - self.last_activity
+
+    async def until_idle(self, seconds: float) -> None:
+        """Return once the worker has been idle for ``seconds`` (job mode's exit condition). Woken by every
+        delivery's start and end, so it never waits longer than needed."""
+        while True:
+            self._activity.clear()
+            busy = bool(self.in_flight())
+            remaining = seconds if busy else seconds - (time.monotonic() - self.last_activity)
+            if remaining <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._activity.wait(), timeout=remaining)
+
     def leased_ids(self) -> list[UUID]:
         return [task_id for task_id, flight in self.flights.items() if flight.leased]
 
     async def handle(self, message: WorkMessage, incoming: AbstractIncomingMessage, source: Source) -> None:
         delivery = asyncio.current_task()
+        self._touch()
         if delivery is not None:
             # Tracked until done, i.e. until after the consume helper settled the message.
             self.deliveries.add(delivery)
             delivery.add_done_callback(self.deliveries.discard)
+            delivery.add_done_callback(self._touch)
         if message.specialist != self.specialist:
             # A routing bug, not a poison message: fail the task visibly instead of running it here.
             error = {
@@ -133,6 +162,7 @@ class WorkHandler:
         finally:
             if self.flights.get(flight.message.task_id) is flight:
                 del self.flights[flight.message.task_id]
+            self._touch()
 
     async def _quarantine(self, message: WorkMessage) -> None:
         """A redelivery means its channel died with it unacked, maybe killed by it: run it alone, in the

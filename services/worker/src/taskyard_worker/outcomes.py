@@ -20,8 +20,15 @@ import aiormq
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import PermanentError, TaskyardError, TransientError
-from taskyard_common.messages import TaskStatus, Usage
-from taskyard_common.metrics import LLM_TOKENS, TASK_DURATION, TASK_RETRIES, TASKS_FINISHED
+from taskyard_common.messages import TaskStatus, Usage, WorkMessage
+from taskyard_common.metrics import (
+    LLM_TOKENS,
+    TASK_DURATION,
+    TASK_QUEUE_WAIT,
+    TASK_RETRIES,
+    TASKS_FINISHED,
+    TASKS_IN_FLIGHT,
+)
 from taskyard_common.retry import publish_delayed
 from taskyard_common.store import StoreUnavailable, TaskRecord, TaskStore
 from taskyard_common.topology import Topology, work_target
@@ -36,6 +43,23 @@ log = logging.getLogger(__name__)
 def error_record(exc: PermanentError) -> dict[str, Any]:
     """The ``error`` stored on a failed task: a stable type and a human message (never the input)."""
     return {"type": getattr(exc, "kind", "permanent_error"), "message": str(exc)}
+
+
+def queue_wait_seconds(record: TaskRecord, message: WorkMessage) -> float:
+    """How long this attempt waited to start: since the task was routed (the message's ``sent_at`` when the
+    store has no routing time), or since its last retry was due, whichever is later. The start and routing
+    times both come from the database's clock; never negative."""
+    since = record.routed_at or message.sent_at
+    if record.attempt_log:
+        last = record.attempt_log[-1]
+        try:
+            due = datetime.fromisoformat(last["at"]) + timedelta(seconds=float(last["delay_seconds"]))
+        except (KeyError, TypeError, ValueError):
+            due = None
+        if due is not None and due > since:
+            since = due
+    started = record.started_at or datetime.now(UTC)
+    return max(0.0, (started - since).total_seconds())
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
@@ -69,8 +93,14 @@ class Outcomes:
     async def run(self, flight: Flight, record: TaskRecord) -> None:
         """Run the started task of ``flight`` (this worker holds its lease) and record the outcome."""
         message = flight.message
-        trace = RunTrace()
         log.info("task %s: started (attempt %d)", message.task_id, record.attempts)
+        TASK_QUEUE_WAIT.labels(self._spec.name).observe(queue_wait_seconds(record, message))
+        with TASKS_IN_FLIGHT.labels(self._spec.name).track_inprogress():
+            await self._run(flight, record)
+
+    async def _run(self, flight: Flight, record: TaskRecord) -> None:
+        message = flight.message
+        trace = RunTrace()
         started = time.monotonic()
         run = asyncio.create_task(
             self._agent.run(message.input, trace, timeout_seconds=message.timeout_seconds)

@@ -45,6 +45,9 @@ class WorkerSettings(BaseSettings):
     settle_after_seconds: float = Field(default=600.0, gt=0)
     # Move redelivered messages (a crash returned them) to the quarantine queue to run them one at a time.
     quarantine: bool = True
+    # Job mode (a KEDA ScaledJob): stop gracefully and exit 0 once nothing was in flight and nothing was
+    # delivered for this long, so the Job completes. None: run until SIGTERM. ``--exit-when-idle`` wins.
+    exit_when_idle_seconds: float | None = Field(default=None, gt=0)
 
     @field_validator("http_allowlist", mode="before")
     @classmethod

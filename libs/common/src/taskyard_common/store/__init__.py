@@ -9,6 +9,7 @@ from taskyard_common.store.base import (
     StartResult,
     TaskRecord,
     TaskStore,
+    WaitingAges,
 )
 from taskyard_common.store.postgres import PostgresTaskStore, StoreUnavailable
 
@@ -23,4 +24,5 @@ __all__ = [
     "StoreUnavailable",
     "TaskRecord",
     "TaskStore",
+    "WaitingAges",
 ]

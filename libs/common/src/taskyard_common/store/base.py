@@ -107,6 +107,17 @@ class IdempotentCreate:
     record: TaskRecord | None
 
 
+@dataclass(frozen=True)
+class WaitingAges:
+    """How long the oldest waiting task of each queue has waited, in seconds, by the database's clock."""
+
+    # The oldest task not routed yet (it waits in the intake queue); None when there is none.
+    pending_seconds: float | None
+    # Per specialist, the oldest task waiting to start in its work queue: queued since it was routed (or
+    # handed back, reclaimed, replayed), or retrying and past its due time. Specialists without any: absent.
+    queued_seconds: dict[str, float]
+
+
 # A page position: the (created_at, id) of the last task seen, newest first.
 Cursor = tuple[datetime, UUID]
 
@@ -146,6 +157,10 @@ class TaskStore(Protocol):
         is not known to be published: a step that re-queues a task and must then publish it (a dead-letter
         replay) sets ``published_at`` to NULL in its commit, ``mark_published`` sets it after the confirm.
         A task merely waiting in a long queue has ``published_at`` set, so it is never announced twice."""
+        ...
+
+    async def oldest_waiting(self) -> WaitingAges:
+        """The age of the oldest waiting task per queue, in one query (a metrics collector calls it)."""
         ...
 
     async def get(self, task_id: UUID) -> TaskRecord | None: ...

@@ -25,7 +25,7 @@ from taskyard_common.store._pg import (
     insert_args,
     to_record,
 )
-from taskyard_common.store.base import Cursor, NewTask, TaskRecord
+from taskyard_common.store.base import Cursor, NewTask, TaskRecord, WaitingAges
 from taskyard_common.store.dead_letters import DeadLetterQueries
 from taskyard_common.store.idempotency import IdempotencyQueries
 from taskyard_common.store.leases import LeaseQueries
@@ -91,6 +91,28 @@ class PostgresTaskStore(LeaseQueries, DeadLetterQueries, IdempotencyQueries, Poo
             limit,
         )
         return [to_record(r) for r in rows]
+
+    async def oldest_waiting(self) -> WaitingAges:
+        # updated_at, not created_at or routed_at: a task enters pending or queued again when it is replayed,
+        # handed back or reclaimed, and nothing else changes updated_at while it waits. A retrying task waits
+        # in the work queue once its delay is over. The status index keeps this cheap.
+        rows = await self._fetch(
+            "SELECT CASE WHEN status = 'pending' THEN NULL ELSE specialist END AS queue,"
+            " extract(epoch FROM clock_timestamp() - min(CASE WHEN status = 'retrying' THEN next_attempt_at"
+            " ELSE updated_at END))::float8 AS age"
+            " FROM tasks WHERE status IN ('pending', 'queued')"
+            " OR (status = 'retrying' AND next_attempt_at <= clock_timestamp())"
+            " GROUP BY 1"
+        )
+        pending: float | None = None
+        queued: dict[str, float] = {}
+        for row in rows:
+            age = max(0.0, float(row["age"]))
+            if row["queue"] is None:
+                pending = age
+            else:
+                queued[row["queue"]] = age
+        return WaitingAges(pending, queued)
 
     async def get(self, task_id: UUID) -> TaskRecord | None:
         row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
