@@ -8,12 +8,13 @@ TEST_ENV = set -a; [ -f $(LOCAL_ENV) ] && source $(LOCAL_ENV); set +a; \
 	export DATABASE_URL="$${DATABASE_URL:-$$TASKYARD_DB_URL}";
 PYTEST_ARGS ?=
 
-.PHONY: help up test test-fast test-deploy tools manifests lint check-packages bootstrap
+.PHONY: help up test test-fast test-deploy tools manifests lint check-packages bootstrap bench
 
 help:
 	@echo "make up     run taskyard locally (installs what is missing, starts RabbitMQ/PostgreSQL)"
 	@echo "make test   run the whole test suite against real RabbitMQ and PostgreSQL"
 	@echo "make lint   ruff"
+	@echo "make bench  benchmarks vs Celery and the broker's limit (BENCH_ARGS=--quick for a smoke run); writes docs/benchmarks.md"
 	@echo "make manifests  regenerate deploy/manifests/ from the Helm chart"
 
 bootstrap:
@@ -43,6 +44,13 @@ manifests: tools
 	   echo "# kubectl create namespace taskyard && kubectl -n taskyard apply -f deploy/manifests/taskyard.yaml"; \
 	   $(HELM) template taskyard deploy/helm/taskyard --namespace taskyard; } > deploy/manifests/taskyard.yaml
 	@echo "wrote deploy/manifests/taskyard.yaml"
+
+# Every benchmark scenario against the local RabbitMQ and PostgreSQL (minutes; run it on a quiet machine).
+# BENCH_ARGS="--quick" for a smoke run, "--only celery" for one scenario.
+BENCH_ARGS ?=
+bench: bootstrap
+	uv sync --locked
+	$(TEST_ENV) uv run --locked python -m bench $(BENCH_ARGS)
 
 # Unit tests only: no broker or database needed.
 test-fast:

@@ -1,0 +1,202 @@
+"""Result rows, the one table, and the issue's targets judged from the rows (pure: unit-tested)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bench.stats import rate, ratio
+
+OK = "ok"
+TIMED_OUT = "timed out"
+
+
+@dataclass
+class Row:
+    """One measurement. Scenarios fill it as they go, so a timed-out run still shows what it did."""
+
+    key: str  # stable name the ratios refer to, e.g. "celery.threads.noop"
+    scenario: str
+    config: str
+    total: int
+    done: int = 0
+    wall_s: float | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    status: str = "running"
+    note: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def per_s(self) -> float | None:
+        return rate(self.done, self.wall_s)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    """Compact figures: thousands separators for big numbers, 3 significant-ish digits for small ones."""
+    if value is None:
+        return "-"
+    if abs(value) >= 100:
+        text = f"{value:,.0f}"
+    elif abs(value) >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.2f}"
+    return text + unit
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table padded into columns, so the same text reads well in a terminal and in docs."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        if len(row) != len(headers):
+            raise ValueError(f"row has {len(row)} cells, expected {len(headers)}")
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    separator = "| " + " | ".join("-" * w for w in widths) + " |"
+    return "\n".join([line(headers), separator, *(line(r) for r in rows)])
+
+
+RESULT_HEADERS = (
+    "scenario",
+    "configuration",
+    "done / N",
+    "wall s",
+    "per s",
+    "p50 ms",
+    "p99 ms",
+    "status",
+    "notes",
+)
+
+
+def results_table(rows: Sequence[Row]) -> str:
+    return format_table(
+        RESULT_HEADERS,
+        [
+            [
+                r.scenario,
+                r.config,
+                f"{r.done:,} / {r.total:,}",
+                fmt(r.wall_s),
+                fmt(r.per_s),
+                fmt(r.p50_ms),
+                fmt(r.p99_ms),
+                r.status.upper() if r.status == TIMED_OUT else r.status,
+                r.note,
+            ]
+            for r in rows
+        ],
+    )
+
+
+@dataclass
+class Target:
+    name: str
+    goal: str
+    measured: str
+    met: bool | None  # None: not measured in this run
+
+
+def _usable(row: Row | None) -> bool:
+    return row is not None and row.per_s is not None
+
+
+def _judge(row: Row | None, value: float | None, passes: bool) -> bool | None:
+    if row is None or value is None:
+        return None
+    return passes and row.ok
+
+
+def _suffix(row: Row | None) -> str:
+    return "" if row is None or row.ok else f" ({row.status})"
+
+
+def evaluate(rows: Sequence[Row]) -> list[Target]:
+    """The issue's four targets, as ratios of rows measured in the same run."""
+    by_key = {r.key: r for r in rows}
+    targets: list[Target] = []
+
+    e2e = by_key.get("taskyard.noop.explicit")
+    celery = [r for r in rows if r.key.startswith("celery.") and r.key.endswith(".noop") and _usable(r)]
+    best = max(celery, key=lambda r: r.per_s or 0, default=None)
+    value = ratio(e2e.per_s, best.per_s) if e2e and best else None
+    targets.append(
+        Target(
+            "taskyard e2e no-op throughput vs Celery's best no-op",
+            ">= 1.0x",
+            f"{fmt(value)}x ({fmt(e2e.per_s if e2e else None)}/s vs {best.config if best else '-'} "
+            f"{fmt(best.per_s if best else None)}/s){_suffix(e2e)}",
+            _judge(e2e, value, value is not None and value >= 1.0),
+        )
+    )
+
+    io = by_key.get("taskyard.io")
+    window, ideal = (io.extra.get("window_s"), io.extra.get("ideal_s")) if io else (None, None)
+    value = ratio(window, ideal)
+    targets.append(
+        Target(
+            "I/O-bound completion time vs ideal",
+            "<= 1.15x",
+            f"{fmt(value)}x ({fmt(window)} s vs {fmt(ideal)} s){_suffix(io)}",
+            _judge(io, value, value is not None and value <= 1.15),
+        )
+    )
+    peak = io.extra.get("peak_in_flight") if io else None
+    targets.append(
+        Target(
+            "one worker process holding concurrent LLM calls",
+            ">= 500",
+            f"{fmt(peak)} at once{_suffix(io)}",
+            _judge(io, peak, peak is not None and peak >= 500),
+        )
+    )
+    rss = io.extra.get("peak_rss_mb") if io else None
+    targets.append(
+        Target(
+            "that worker's peak RSS (VmHWM)",
+            "<= 250 MB",
+            f"{fmt(rss)} MB{_suffix(io)}",
+            _judge(io, rss, rss is not None and rss <= 250),
+        )
+    )
+
+    submit = [r for r in rows if r.key.startswith("submit.") and _usable(r)]
+    fast = [r for r in submit if r.p99_ms is not None and r.p99_ms < 50]
+    top = max(fast, key=lambda r: r.per_s or 0, default=None)
+    targets.append(
+        Target(
+            "submit path: req/s of one API process with p99 < 50 ms",
+            ">= 1,000/s",
+            f"{fmt(top.per_s)}/s at {top.config}" if top else "no level kept p99 < 50 ms" if submit else "-",
+            None if not submit else bool(top and (top.per_s or 0) >= 1000),
+        )
+    )
+
+    broker = by_key.get("broker")
+    value = ratio(e2e.per_s if e2e else None, broker.per_s if broker else None)
+    targets.append(
+        Target(
+            "taskyard e2e no-op throughput vs broker limit",
+            ">= 0.30x",
+            f"{fmt(value)}x ({fmt(e2e.per_s if e2e else None)}/s vs {fmt(broker.per_s if broker else None)}"
+            f" msgs/s){_suffix(e2e)}",
+            _judge(e2e, value, value is not None and value >= 0.30 and broker is not None and broker.ok),
+        )
+    )
+    return targets
+
+
+def targets_table(targets: Sequence[Target]) -> str:
+    verdict = {True: "met", False: "NOT met", None: "not measured"}
+    return format_table(
+        ("target", "goal", "measured", "verdict"),
+        [[t.name, t.goal, t.measured if t.met is not None else "-", verdict[t.met]] for t in targets],
+    )

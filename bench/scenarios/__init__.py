@@ -1,0 +1,14 @@
+"""One module per scenario; ``ALL`` is the order ``python -m bench`` runs them in."""
+
+from __future__ import annotations
+
+from bench.runner import Scenario
+from bench.scenarios import broker_limit, celery_baseline, submit_path, taskyard_io, taskyard_noop
+
+ALL: tuple[Scenario, ...] = (
+    broker_limit.SCENARIO,
+    celery_baseline.SCENARIO,
+    taskyard_noop.SCENARIO,
+    taskyard_io.SCENARIO,
+    submit_path.SCENARIO,
+)

@@ -1,0 +1,101 @@
+"""Scenario 4: taskyard I/O-bound: one worker process, tasks whose one LLM call takes 1 s.
+
+The specialist's concurrency (its queue prefetch) comes from a bench catalog: 500 (50 in --quick). All
+tasks are submitted and routed first, with no worker running; then one worker starts and drains them, so
+the measurement is the worker's own: the window from the first task's ``started_at`` to the last
+``finished_at``, against the ideal (waves of ``concurrency`` tasks of 1 s). Also the most tasks seen in
+flight at once (from the rows' start/finish times) and the worker's peak RSS (``VmHWM``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import asyncpg
+
+from bench.infra import Context, taskyard_namespace
+from bench.runner import Rows, Scenario, bounded, finish
+from bench.stats import ideal_seconds, peak_overlap, percentile
+from bench.taskyard import (
+    TERMINAL,
+    cluster,
+    devllm,
+    http_client,
+    new_tag,
+    peak_rss_mb,
+    submit_many,
+    task_times,
+    wait_for,
+    write_catalog,
+)
+
+SPECIALIST = "io"
+LLM_SECONDS = 1.0
+CLIENTS = 32
+
+
+async def run(ctx: Context, rows: Rows) -> None:
+    total, concurrency = (100, 50) if ctx.quick else (1_000, 500)
+    ideal = ideal_seconds(total, LLM_SECONDS, concurrency)
+    row = rows.add(
+        "taskyard.io", "4 taskyard I/O-bound", f"1 worker, concurrency {concurrency}, LLM 1 s", total
+    )
+    row.extra["ideal_s"] = ideal
+    log_dir = ctx.log_dir("io")
+    catalog = write_catalog(log_dir / "catalog.yaml", {SPECIALIST: concurrency})
+    async with (
+        taskyard_namespace(ctx, "io", [SPECIALIST]) as (amqp, db),
+        devllm(log_dir, latency_seconds=LLM_SECONDS) as llm,
+        cluster(amqp, db, catalog, llm, log_dir) as running,
+    ):
+        await running.start_api()
+        await running.start_broker_agent()
+        conn = await asyncpg.connect(ctx.db_url)
+        try:
+            tag = new_tag()
+            body = {
+                "input": "Benchmark: one slow model call.",
+                "specialist": SPECIALIST,
+                "metadata": {"bench": tag},
+            }
+            async with http_client(running.api_url, CLIENTS) as client:
+                submitted = await submit_many(client, total, CLIENTS, body)
+            if submitted.errors:
+                row.note = f"submit retries/errors {submitted.error_note()}; "
+            # Every task routed and waiting in the specialist's queue before the worker exists.
+            await wait_for(conn, db.db_schema, tag, ["queued"], submitted.ok)
+            spawned = time.time()
+            worker = await running.start_worker(SPECIALIST)
+            async with bounded(row, 60 if ctx.quick else 240):
+                await wait_for(conn, db.db_schema, tag, TERMINAL, submitted.ok, row, spawned)
+            rss = peak_rss_mb(worker.proc.pid)
+            if rss is not None:
+                row.extra["peak_rss_mb"] = rss
+            times = [t for t in await task_times(conn, db.db_schema, tag) if t.started and t.finished]
+            completed = [t for t in times if t.status == "completed"]
+            row.done = len(completed)
+            if times:
+                first_start = min(t.started for t in times if t.started)
+                last_finish = max(t.finished for t in times if t.finished)
+                row.wall_s = last_finish - first_start
+                row.extra["window_s"] = row.wall_s
+                row.extra["peak_in_flight"] = peak_overlap((t.started or 0, t.finished or 0) for t in times)
+                run_times = [(t.finished or 0) - (t.started or 0) for t in completed]
+                row.p50_ms = (percentile(run_times, 50) or 0) * 1000
+                row.p99_ms = (percentile(run_times, 99) or 0) * 1000
+                row.note += (
+                    f"{row.wall_s / ideal:.2f}x ideal {ideal:.0f} s; {row.extra['peak_in_flight']:.0f} in flight; "
+                    f"RSS {rss or 0:.0f} MB; spawn to last {last_finish - spawned:.1f} s; p50/p99: run time"
+                )
+            finish(row)
+        finally:
+            await conn.close()
+
+
+SCENARIO = Scenario(
+    "io",
+    run,
+    timeout_s=420,
+    quick_timeout_s=150,
+    describe="taskyard, one worker, 1-s LLM calls at high concurrency: time vs ideal, peak RSS",
+)

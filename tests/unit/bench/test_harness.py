@@ -1,0 +1,113 @@
+"""The benchmark harness's pure parts: if these rot, `make bench` would print wrong figures silently."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bench.infra import Context
+from bench.report import OK, TIMED_OUT, Row, evaluate, format_table, results_table, targets_table
+from bench.runner import Rows, Scenario, run_scenario
+from bench.stats import ideal_seconds, peak_overlap, percentile, rate, ratio
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    values = [float(v) for v in range(1, 101)]  # 1..100
+    assert percentile(values, 50) == pytest.approx(50.5)
+    assert percentile(values, 99) == pytest.approx(99.01)
+    assert percentile(values, 0) == 1 and percentile(values, 100) == 100
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) is None
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0  # unsorted input
+    with pytest.raises(ValueError):
+        percentile(values, 101)
+
+
+def test_rates_and_ratios() -> None:
+    assert rate(500, 2.0) == 250
+    assert rate(10, 0) is None and rate(10, None) is None
+    assert ratio(3.0, 2.0) == 1.5
+    assert ratio(None, 2.0) is None and ratio(3.0, 0) is None
+
+
+def test_ideal_time_counts_waves() -> None:
+    assert ideal_seconds(1000, 1.0, 500) == 2.0
+    assert ideal_seconds(1001, 1.0, 500) == 3.0  # a partial last wave still takes a full call
+    assert ideal_seconds(100, 1.0, 50) == 2.0
+    assert ideal_seconds(1, 0.5, 100) == 0.5
+    with pytest.raises(ValueError):
+        ideal_seconds(10, 1.0, 0)
+
+
+def test_peak_overlap() -> None:
+    assert peak_overlap([]) == 0
+    assert peak_overlap([(0, 1), (0, 1), (0.5, 2)]) == 3
+    assert peak_overlap([(0, 1), (1, 2), (2, 3)]) == 1  # back to back is not overlapping
+
+
+def test_format_table_aligns_columns_as_markdown() -> None:
+    text = format_table(("a", "long header"), [["wide cell", "x"], ["y", "z"]])
+    lines = text.splitlines()
+    assert lines[0] == "| a         | long header |"
+    assert lines[1] == "| --------- | ----------- |"
+    assert lines[2] == "| wide cell | x           |"
+    assert len({len(line) for line in lines}) == 1
+    with pytest.raises(ValueError):
+        format_table(("a", "b"), [["only one"]])
+
+
+def _row(key: str, done: int, wall: float, **kw: object) -> Row:
+    row = Row(key=key, scenario=key, config=key, total=done, done=done, wall_s=wall, status=OK)
+    for name, value in kw.items():
+        setattr(row, name, value)
+    return row
+
+
+def test_results_table_marks_timeouts() -> None:
+    rows = [_row("broker", 1000, 0.5), Row("x", "x", "cfg", total=100, done=40, wall_s=2.0, status=TIMED_OUT)]
+    text = results_table(rows)
+    assert "2,000" in text  # 1000 / 0.5 s
+    assert "40 / 100" in text and "TIMED OUT" in text
+
+
+def test_targets_from_rows() -> None:
+    io = _row("taskyard.io", 1000, 2.2)
+    io.extra.update(window_s=2.2, ideal_s=2.0, peak_in_flight=500, peak_rss_mb=120)
+    rows = [
+        _row("broker", 10_000, 1.0),  # 10,000/s
+        _row("celery.prefork.noop", 1000, 1.0),  # 1,000/s
+        _row("celery.threads.noop", 500, 1.0),
+        _row("taskyard.noop.explicit", 4000, 1.0),  # 4,000/s: 4x Celery's best, 0.4x the broker
+        io,
+        _row("submit.c8", 1200, 1.0, p99_ms=40.0),
+        _row("submit.c64", 2000, 1.0, p99_ms=80.0),  # faster, but p99 too high to count
+    ]
+    verdicts = {t.name: t for t in evaluate(rows)}
+    celery = verdicts["taskyard e2e no-op throughput vs Celery's best no-op"]
+    assert celery.met is True and celery.measured.startswith("4.00x")
+    assert verdicts["I/O-bound completion time vs ideal"].met is True  # 1.10x
+    assert verdicts["one worker process holding concurrent LLM calls"].met is True
+    assert verdicts["that worker's peak RSS (VmHWM)"].met is True
+    submit = verdicts["submit path: req/s of one API process with p99 < 50 ms"]
+    assert submit.met is True and "submit.c8" in submit.measured
+    assert verdicts["taskyard e2e no-op throughput vs broker limit"].met is True
+
+    rows[3].status = TIMED_OUT  # a timed-out run never meets a target
+    assert evaluate(rows)[0].met is False
+    assert all(t.met is None for t in evaluate([]))
+    assert "not measured" in targets_table(evaluate([]))
+
+
+async def test_a_scenario_cut_off_keeps_its_partial_rows(tmp_path: Path) -> None:
+    async def slow(ctx: Context, rows: Rows) -> None:
+        row = rows.add("slow", "slow", "cfg", total=10)
+        row.done = 3
+        await asyncio.sleep(30)
+
+    scenario = Scenario("slow", slow, timeout_s=30, quick_timeout_s=0.05)
+    ctx = Context("amqp://unused", "postgresql://unused", quick=True, work_dir=tmp_path)
+    rows = await run_scenario(scenario, ctx)
+    assert [(r.done, r.status) for r in rows] == [(3, TIMED_OUT)]
+    assert "scenario limit" in rows[0].note
