@@ -1,5 +1,7 @@
 # The README's two commands: `make up` runs the system, `make test` passes the tests.
 SHELL := /bin/bash
+# bootstrap installs uv there when the machine has none.
+export PATH := $(CURDIR)/.taskyard/bin:$(PATH)
 .DEFAULT_GOAL := help
 LOCAL_ENV := .taskyard/local.env
 # Tests use the local services bootstrap made sure of, unless AMQP_URL / DATABASE_URL say otherwise.

@@ -43,10 +43,19 @@ apt_install() {
 
 ensure_uv() {
   if command -v uv >/dev/null; then return; fi
-  say "uv not found: installing it from PyPI"
-  python3 -m pip install --quiet uv 2>/dev/null || python3 -m pip install --quiet --user uv \
-    || die "could not install uv: install it (https://docs.astral.sh/uv/) and run again"
-  command -v uv >/dev/null || die "uv was installed but is not on PATH (add ~/.local/bin to PATH)"
+  # A uv installed by an earlier run of this script (the Makefile puts .taskyard/bin on PATH).
+  if [ -x "$STATE_DIR/bin/uv" ]; then return; fi
+  say "uv not found: installing it from PyPI into $STATE_DIR/uv-venv"
+  # A venv of its own: works where the system Python refuses pip installs (PEP 668, Debian 12+).
+  if ! python3 -m venv "$STATE_DIR/uv-venv" >/dev/null 2>&1; then
+    apt_install python3-venv || die "python3 cannot create a virtual environment: install python3-venv (or uv) and run again"
+    python3 -m venv "$STATE_DIR/uv-venv"
+  fi
+  "$STATE_DIR/uv-venv/bin/python" -m pip install --quiet uv \
+    || die "could not install uv from PyPI: install it (https://docs.astral.sh/uv/) and run again"
+  mkdir -p "$STATE_DIR/bin"
+  ln -sf "$PWD/$STATE_DIR/uv-venv/bin/uv" "$STATE_DIR/bin/uv"
+  ln -sf "$PWD/$STATE_DIR/uv-venv/bin/uvx" "$STATE_DIR/bin/uvx"
 }
 
 is_local_url() { # a URL whose host is this machine (or unset → default local)

