@@ -10,7 +10,7 @@ import aio_pika
 import pytest
 
 from taskyard_common.amqp import Publisher, connect, server_version
-from taskyard_common.errors import PublishRejected, TopologyMismatch, Unroutable
+from taskyard_common.errors import BrokerUnavailable, PublishRejected, TopologyMismatch, Unroutable
 from taskyard_common.messages import IntakeMessage
 from taskyard_common.retry import publish_delayed
 from taskyard_common.settings import AmqpSettings
@@ -160,3 +160,10 @@ async def test_delayed_message_comes_back_to_its_target_queue(connection, amqp_s
         await arrived.ack()
     finally:
         await publisher.close()
+
+
+async def test_a_declaration_that_never_finishes_is_a_clear_transient_error(connection, amqp_settings, catalog):
+    # A deadline no real broker meets: the declaration is abandoned instead of hanging its service.
+    hurried = amqp_settings.model_copy(update={"declare_timeout_seconds": 1e-6})
+    with pytest.raises(BrokerUnavailable, match="declaring the topology took longer"):
+        await declare(await connection.channel(), Topology(amqp_settings.prefix), catalog.names, hurried)

@@ -34,6 +34,8 @@ class AmqpSettings(BaseSettings):
     max_length: int = Field(default=100_000, ge=1)
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    # Declaring the whole topology (dozens of quorum queues) may be slow on a busy broker, but never endless.
+    declare_timeout_seconds: float = Field(default=60.0, gt=0)
     # Seconds a client is told to wait before retrying when the broker refuses or is unreachable.
     retry_after_seconds: int = Field(default=5, ge=1)
 

@@ -6,6 +6,7 @@ whole topology at start; declaring is idempotent as long as the arguments do not
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ import aio_pika
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
 
-from taskyard_common.errors import TopologyMismatch
+from taskyard_common.errors import BrokerUnavailable, TopologyMismatch
 from taskyard_common.settings import AmqpSettings
 
 INTAKE_ROUTING_KEY = "task"
@@ -159,7 +160,20 @@ class Declared:
 async def declare(
     channel: AbstractChannel, topology: Topology, specialists: Iterable[str], settings: AmqpSettings
 ) -> Declared:
-    """Declare everything; a queue that exists with other arguments raises ``TopologyMismatch``."""
+    """Declare everything; a queue that exists with other arguments raises ``TopologyMismatch``, a broker
+    that does not answer within ``declare_timeout_seconds`` raises ``BrokerUnavailable``."""
+    try:
+        async with asyncio.timeout(settings.declare_timeout_seconds):
+            return await _declare(channel, topology, specialists, settings)
+    except TimeoutError as exc:
+        raise BrokerUnavailable(
+            f"declaring the topology took longer than {settings.declare_timeout_seconds:g}s"
+        ) from exc
+
+
+async def _declare(
+    channel: AbstractChannel, topology: Topology, specialists: Iterable[str], settings: AmqpSettings
+) -> Declared:
     try:
         dlx = await channel.declare_exchange(
             topology.dead_letter_exchange, aio_pika.ExchangeType.TOPIC, durable=True
