@@ -162,7 +162,9 @@ async def test_delayed_message_comes_back_to_its_target_queue(connection, amqp_s
         await publisher.close()
 
 
-async def test_a_declaration_that_never_finishes_is_a_clear_transient_error(connection, amqp_settings, catalog):
+async def test_a_declaration_that_never_finishes_is_a_clear_transient_error(
+    connection, amqp_settings, catalog
+):
     # A deadline no real broker meets: the declaration is abandoned instead of hanging its service.
     hurried = amqp_settings.model_copy(update={"declare_timeout_seconds": 1e-6})
     with pytest.raises(BrokerUnavailable, match="declaring the topology took longer"):
