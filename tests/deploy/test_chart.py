@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -310,3 +311,34 @@ def test_base64_free():
         except ValueError:
             continue
         assert b"://" not in decoded
+
+
+def _rabbitmq_triggers(objects: list[dict]) -> list[dict]:
+    scalers = of_kind(objects, "ScaledObject") + of_kind(objects, "ScaledJob")
+    return [t for o in scalers for t in o["spec"]["triggers"] if t["type"] == "rabbitmq"]
+
+
+def test_operator_mode_triggers_match_kedas_username_password_contract():
+    """KEDA's rabbitmq scaler (pkg/scalers/rabbitmq_scaler.go) takes ``username``/``password`` only from
+    authParams and only together, and then still needs ``host`` (without credentials) from the trigger
+    metadata; it puts the credentials into that URL itself and asks ``<host>/api/queues/<vhost>/<queue>``."""
+    objects = render(CHART / "ci" / "operators-values.yaml")
+    triggers = _rabbitmq_triggers(objects)
+    assert triggers
+    for trigger in triggers:
+        meta = trigger["metadata"]
+        host = urlsplit(meta["host"])
+        assert host.scheme == "http" and host.port == 15672, meta
+        assert host.username is None and host.password is None, "credentials come from the Secret"
+        assert host.hostname == "taskyard-rabbitmq.taskyard.svc", meta
+        assert meta["protocol"] == "http" and meta["vhostName"] == "/"
+        assert trigger["authenticationRef"]["name"] == "taskyard-rabbitmq-auth"
+
+
+def test_external_mode_triggers_read_the_whole_host_from_the_secret():
+    objects = render()
+    (auth,) = of_kind(objects, "TriggerAuthentication")
+    assert [r["parameter"] for r in auth["spec"]["secretTargetRef"]] == ["host"]
+    for trigger in _rabbitmq_triggers(objects):
+        assert "host" not in trigger["metadata"], "the Secret holds the whole management URL"
+        assert trigger["metadata"]["protocol"] == "http"
