@@ -1,61 +1,187 @@
 """Scenario 5: the submit path alone: ``POST /v1/tasks`` against one API process, nothing consuming.
 
-Closed-loop keep-alive clients (one pooled ``httpx.AsyncClient`` in the benchmark process, on the same
-cores as the API: on a small machine the client's own CPU limits the figures) at increasing concurrency,
-each level for a fixed time after a short warm-up. The intake queue fills (well below its max length).
+The load comes from ``bench.http_load``: bare keep-alive HTTP/1.1 connections in a process of their own,
+costing a small fraction of the API's CPU per request (each row's note gives both). Three parts, each
+measurement after a short warm-up:
+
+1. closed loop at 1, 8, 32 and 64 clients: what the API sustains at each concurrency;
+2. open loop at rising fixed rates, stopping at the first rate the API does not keep up with (p99 at or
+   above 50 ms, fewer answers than requests due, or refusals): the sustainable rate of the issue's target,
+   latencies counted from when each request was due;
+3. the production default: authentication on (a submitter key) and the per-tenant rate limit on (set far
+   above the offered load, so the bucket is taken on every request but never refuses), closed loop at 32
+   clients and open loop at the sustainable rate found in part 2.
+
+The intake queue fills (well below its max length) since nothing consumes it.
 """
 
 from __future__ import annotations
 
-import time
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
 
+from bench.http_load import LoadResult, LoadSpec, run_in_process
 from bench.infra import Context, taskyard_namespace
+from bench.report import Row
 from bench.runner import Rows, Scenario, bounded, finish
 from bench.stats import percentile
-from bench.taskyard import Submitted, cluster, devllm, http_client, new_tag, submit_many, write_catalog
+from bench.taskyard import cluster, devllm, new_tag, write_catalog
+from taskyard_common.settings import DbSettings
+from taskyard_common.store.keys import KeyStore, Role
+from tests.support.processes import Service
 
 SPECIALIST = "noop"
 LEVELS = (1, 8, 32, 64)
 QUICK_LEVELS = (1, 8, 32)
+RATES = (250, 500, 750, 1000, 1250, 1500, 2000)
+QUICK_RATES = (250, 500)
+SMOKE_LEVELS = (1, 8)
+SMOKE_RATES = (100,)
+OPEN_CONNECTIONS = 64
+AUTH_CLIENTS = 32
+P99_LIMIT_MS = 50.0
+# Part 3's rate limit: far above anything one API process answers, so it never refuses.
+AUTH_ENV = {
+    "TASKYARD_API_AUTH_ENABLED": "true",
+    "TASKYARD_API_RATE_LIMIT_PER_SECOND": "1000000",
+    "TASKYARD_API_RATE_LIMIT_BURST": "1000000",
+}
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux); None when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+async def _measure(row: Row, spec: LoadSpec, api: Service) -> LoadResult | None:
+    """Run one load against the API and fill ``row``; None when it ran past its limit."""
+    result: LoadResult | None = None
+    before = _cpu_seconds(api.proc.pid)
+    async with bounded(row, spec.warmup_seconds + spec.seconds + 30):
+        result = await run_in_process(spec, timeout=spec.warmup_seconds + spec.seconds + 25)
+    if result is None:
+        return None
+    after = _cpu_seconds(api.proc.pid)
+    row.done = row.total = result.ok
+    row.wall_s = result.wall_s
+    row.p50_ms = (percentile(result.latencies_s, 50) or 0) * 1000
+    row.p99_ms = (percentile(result.latencies_s, 99) or 0) * 1000
+    # CPU per request over warm-up and window alike (both served requests at the same pace).
+    served = result.ok * (1 + spec.warmup_seconds / spec.seconds)
+    notes = []
+    if before is not None and after is not None and served:
+        row.extra["api_cpu_ms"] = (after - before) / served * 1000
+        notes.append(f"API {row.extra['api_cpu_ms']:.2f} ms CPU/req")
+    if served:
+        row.extra["loadgen_cpu_ms"] = result.cpu_s / served * 1000
+        notes.append(f"load gen {row.extra['loadgen_cpu_ms']:.2f}")
+    if result.errors:
+        notes.append("refused " + ", ".join(f"{k}: {v}" for k, v in sorted(result.errors.items())))
+    if result.unsent:
+        notes.append(f"{result.unsent} due but unsent")
+    row.note = "; ".join(notes)
+    finish(row)
+    return result
+
+
+def _keeps_up(row: Row, result: LoadResult | None, rate: float) -> bool:
+    return (
+        result is not None
+        and row.ok
+        and not result.errors
+        and not result.unsent
+        and result.ok >= 0.97 * rate * result.wall_s
+        and row.p99_ms is not None
+        and row.p99_ms < P99_LIMIT_MS
+    )
+
+
+async def _new_key(db: DbSettings) -> str:
+    keys = await KeyStore.open(db)
+    try:
+        _, key = await keys.create(tenant="bench", role=Role.SUBMITTER, name="submit bench")
+    finally:
+        await keys.close()
+    return key
 
 
 async def run(ctx: Context, rows: Rows) -> None:
-    levels = QUICK_LEVELS if ctx.quick else LEVELS
-    seconds = 1.5 if ctx.quick else 8.0
-    plan = [(rows.add(f"submit.c{c}", "5 submit path", f"{c} clients, {seconds:g} s", 0), c) for c in levels]
+    levels, rates = ctx.pick((LEVELS, RATES), (QUICK_LEVELS, QUICK_RATES), (SMOKE_LEVELS, SMOKE_RATES))
+    seconds, warmup = ctx.pick((5.0, 1.0), (1.5, 0.5), (0.5, 0.2))
     log_dir = ctx.log_dir("submit")
     catalog = write_catalog(log_dir / "catalog.yaml", {SPECIALIST: 1})
+    body = json.dumps(
+        {"input": "Benchmark: submit only.", "specialist": SPECIALIST, "metadata": {"bench": new_tag()}}
+    )
     async with (
         taskyard_namespace(ctx, "submit", [SPECIALIST]) as (amqp, db),
         devllm(log_dir) as llm,  # the launcher wants one; the API never calls it
         cluster(amqp, db, catalog, llm, log_dir) as running,
     ):
-        await running.start_api()
-        body = {
-            "input": "Benchmark: submit only.",
-            "specialist": SPECIALIST,
-            "metadata": {"bench": new_tag()},
-        }
-        for row, clients in plan:
-            async with http_client(running.api_url, clients) as client:
-                await submit_many(client, 5 * clients, clients, body)  # warm-up: connections, caches
-                result = Submitted()
-                async with bounded(row, seconds + 30):
-                    started = time.monotonic()
-                    await submit_many(client, None, clients, body, until=started + seconds, result=result)
-                    row.wall_s = time.monotonic() - started
-                row.done = row.total = result.ok
-                row.p50_ms = (percentile(result.latencies_s, 50) or 0) * 1000
-                row.p99_ms = (percentile(result.latencies_s, 99) or 0) * 1000
-                if result.errors:
-                    row.note = f"refused {result.error_note()}"
-                finish(row)
+        api = await running.start_api()
+        port = int(running.api_url.rsplit(":", 1)[1])
+        base = LoadSpec(
+            host="127.0.0.1",
+            port=port,
+            path="/v1/tasks",
+            body=body,
+            concurrency=1,
+            seconds=seconds,
+            warmup_seconds=warmup,
+        )
+        for clients in levels:
+            row = rows.add(f"submit.c{clients}", "5 submit path", f"{clients} clients, closed loop", 0)
+            await _measure(row, replace(base, concurrency=clients), api)
+
+        sustained: float | None = None
+        for rate in rates:
+            row = rows.add(
+                f"submit.open.r{rate}",
+                "5 submit path",
+                f"open loop {rate:,}/s, {OPEN_CONNECTIONS} conns",
+                0,
+            )
+            result = await _measure(row, replace(base, concurrency=OPEN_CONNECTIONS, rate=rate), api)
+            if not _keeps_up(row, result, rate):
+                break
+            sustained = rate
+
+        api.stop()
+        api = await running.start_api(**AUTH_ENV)
+        auth = replace(
+            base,
+            port=int(running.api_url.rsplit(":", 1)[1]),
+            headers={"Authorization": f"Bearer {await _new_key(db)}"},
+        )
+        row = rows.add(
+            f"submit.auth.c{AUTH_CLIENTS}",
+            "5 submit path",
+            f"auth + rate limit, {AUTH_CLIENTS} clients, closed loop",
+            0,
+        )
+        await _measure(row, replace(auth, concurrency=AUTH_CLIENTS), api)
+        if sustained is not None:
+            row = rows.add(
+                f"submit.auth.r{sustained:g}",
+                "5 submit path",
+                f"auth + rate limit, open loop {sustained:,g}/s",
+                0,
+            )
+            await _measure(row, replace(auth, concurrency=OPEN_CONNECTIONS, rate=sustained), api)
 
 
 SCENARIO = Scenario(
     "submit",
     run,
-    timeout_s=180,
+    timeout_s=240,
     quick_timeout_s=90,
-    describe="POST /v1/tasks alone at 1, 8, 32, 64 concurrent clients",
+    smoke_timeout_s=60,
+    describe="POST /v1/tasks alone: closed loop at 1, 8, 32, 64 clients, open loop at rising rates until "
+    "p99 reaches 50 ms, then with auth and rate limit on; the load from a separate lean process",
 )

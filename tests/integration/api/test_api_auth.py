@@ -12,6 +12,7 @@ from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.store.keys import KeyStore, Role
 from tests.integration.api.conftest import MakeSettings, assert_problem, created, dead_lettered, serve
+from tests.support.processes import eventually
 
 Bearer = Callable[..., Awaitable[dict[str, str]]]
 
@@ -59,7 +60,7 @@ V1_ROUTES = [
 async def test_every_v1_route_needs_a_valid_key_and_probes_stay_open(
     api: httpx.AsyncClient, bearer: Bearer, keys: KeyStore
 ):
-    record, good = await keys.create(tenant="acme", role=Role.ADMIN)
+    _, good = await keys.create(tenant="acme", role=Role.ADMIN)
     unknown = "tyk_00000000_" + good.split("_", 2)[2]
     wrong_secret = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
     for method, path in V1_ROUTES:
@@ -76,11 +77,41 @@ async def test_every_v1_route_needs_a_valid_key_and_probes_stay_open(
     # The probes and metrics need no key and show no task data.
     for path in ("/healthz", "/readyz", "/metrics"):
         assert (await api.get(path)).status_code == 200
-    # A revoked key is refused from the very next request.
+
+
+async def test_a_revoked_key_is_refused_once_its_cached_look_up_expires(
+    make_settings: MakeSettings, keys: KeyStore
+):
+    record, good = await keys.create(tenant="acme", role=Role.ADMIN)
     headers = {"Authorization": f"Bearer {good}"}
-    assert (await api.get("/v1/tasks", headers=headers)).status_code == 200
-    assert await keys.revoke(record.id)
-    assert_problem(await api.get("/v1/tasks", headers=headers), 401, "unauthorized")
+    async with serve(make_settings(auth_enabled=True, auth_cache_seconds=0.5)) as api:
+        assert (await api.get("/v1/tasks", headers=headers)).status_code == 200
+        assert await keys.revoke(record.id)
+        # Still trusted from the cache for at most auth_cache_seconds, then refused.
+
+        async def refused() -> bool:
+            return (await api.get("/v1/tasks", headers=headers)).status_code == 401
+
+        await eventually(refused, timeout=5, what="the revoked key to be refused")
+        assert_problem(await api.get("/v1/tasks", headers=headers), 401, "unauthorized")
+        # A wrong secret never matches the cached entry of a good key.
+        _, other = await keys.create(tenant="acme", role=Role.ADMIN)
+        other_headers = {"Authorization": f"Bearer {other}"}
+        assert (await api.get("/v1/tasks", headers=other_headers)).status_code == 200
+        wrong = other[:-4] + ("AAAA" if not other.endswith("AAAA") else "BBBB")
+        refused_wrong = await api.get("/v1/tasks", headers={"Authorization": f"Bearer {wrong}"})
+        assert_problem(refused_wrong, 401, "unauthorized")
+
+
+async def test_without_the_cache_a_revocation_applies_from_the_next_request(
+    make_settings: MakeSettings, keys: KeyStore
+):
+    record, good = await keys.create(tenant="acme", role=Role.ADMIN)
+    headers = {"Authorization": f"Bearer {good}"}
+    async with serve(make_settings(auth_enabled=True, auth_cache_seconds=0)) as api:
+        assert (await api.get("/v1/tasks", headers=headers)).status_code == 200
+        assert await keys.revoke(record.id)
+        assert_problem(await api.get("/v1/tasks", headers=headers), 401, "unauthorized")
 
 
 async def test_roles_limit_what_a_key_may_do(

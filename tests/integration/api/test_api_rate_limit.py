@@ -53,6 +53,34 @@ async def test_a_burst_then_429_with_retry_after_and_ratelimit_headers(
         assert (await client.post("/v1/tasks", json={"input": "x"}, headers=globex)).status_code == 202
 
 
+async def test_concurrent_submissions_share_batched_takes_without_exceeding_the_burst(
+    make_settings: MakeSettings, db_settings: DbSettings
+):
+    # Requests arriving together take their tokens in batches (token_batches.py): never more than the burst.
+    keys = await KeyStore.open(db_settings)
+    try:
+        acme = {"Authorization": f"Bearer {(await keys.create(tenant='acme', role=Role.SUBMITTER))[1]}"}
+    finally:
+        await keys.close()
+    burst, attempts = 40, 70
+    settings = make_settings(auth_enabled=True, rate_limit_per_second=0.01, rate_limit_burst=burst)
+    async with serve(settings) as client:
+        responses = await asyncio.gather(
+            *(client.post("/v1/tasks", json={"input": "x"}, headers=acme) for _ in range(attempts))
+        )
+        codes = sorted(r.status_code for r in responses)
+        assert codes == [202] * burst + [429] * (attempts - burst), codes
+        remaining = sorted(
+            int(RATE_LIMIT.match(r.headers["ratelimit"]).group(1))  # type: ignore[union-attr]
+            for r in responses
+            if r.status_code == 202
+        )
+        assert remaining[0] == 0 and remaining[-1] <= burst - 1
+        assert (
+            len((await client.get("/v1/tasks", headers=acme, params={"limit": 100})).json()["items"]) == burst
+        )
+
+
 async def test_zero_disables_the_limit(make_settings: MakeSettings):
     async with serve(make_settings(rate_limit_burst=0)) as client:
         for _ in range(3):

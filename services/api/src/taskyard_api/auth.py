@@ -1,7 +1,8 @@
 """Who is calling: the API key in ``Authorization: Bearer``, its tenant and its role.
 
-Every ``/v1`` route depends on one of ``Reader``, ``Submitter`` or ``Admin``. The key is looked up on every
-request (one indexed query, no cache), so a revoked key is refused from the very next request. A missing,
+Every ``/v1`` route depends on one of ``Reader``, ``Submitter`` or ``Admin``. The key is looked up in the
+database (one indexed query) and the answer kept for ``TASKYARD_API_AUTH_CACHE_SECONDS`` (5 s; see
+``key_cache``), so a revoked key is refused within that long; with 0, from the very next request. A missing,
 malformed, unknown or revoked key answers 401 with ``WWW-Authenticate: Bearer``; a key whose role may not do
 the thing answers 403. Tenants never learn about each other: another tenant's task is simply not found.
 

@@ -1,4 +1,8 @@
-"""FastAPI dependencies: typed handles on the resources the lifespan opened."""
+"""FastAPI dependencies: typed handles on the resources the lifespan opened.
+
+They are ``async def`` although they never await: FastAPI runs a plain ``def`` dependency in a worker
+thread, and that hop was a tenth of the submit path's CPU in its profile.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from taskyard_common.store import TaskStore
 from taskyard_common.topology import Topology
 
 
-def get_resources(request: Request) -> Resources:
+async def get_resources(request: Request) -> Resources:
     # On ``app.state`` rather than the lifespan state: it also works under transports without lifespan.
     resources: Resources = request.app.state.resources
     return resources
@@ -23,23 +27,23 @@ def get_resources(request: Request) -> Resources:
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
 
 
-def get_store(resources: ResourcesDep) -> TaskStore:
+async def get_store(resources: ResourcesDep) -> TaskStore:
     return resources.store
 
 
-def get_catalog(resources: ResourcesDep) -> Catalog:
+async def get_catalog(resources: ResourcesDep) -> Catalog:
     return resources.catalog
 
 
-def get_broker(resources: ResourcesDep) -> BrokerLink:
+async def get_broker(resources: ResourcesDep) -> BrokerLink:
     return resources.broker
 
 
-def get_topology(resources: ResourcesDep) -> Topology:
+async def get_topology(resources: ResourcesDep) -> Topology:
     return resources.topology
 
 
-def get_service_settings(resources: ResourcesDep) -> ServiceSettings:
+async def get_service_settings(resources: ResourcesDep) -> ServiceSettings:
     return resources.settings
 
 

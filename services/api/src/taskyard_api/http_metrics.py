@@ -7,6 +7,7 @@ raw path, and methods outside the standard set count as ``OTHER``.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -44,6 +45,22 @@ class HttpMetricsMiddleware:
             await self.app(scope, receive, recording_send)
         finally:
             method = scope["method"] if scope["method"] in _METHODS else "OTHER"
-            route = route_label(scope)
-            HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            HTTP_DURATION.labels(method, route).observe(time.perf_counter() - start)
+            count, duration = _series(method, route_label(scope), status)
+            count.inc()
+            duration.observe(time.perf_counter() - start)
+
+
+# The labelled children, looked up once per label set: ``labels()`` takes a lock and builds a tuple on every
+# call, a few percent of a submission's CPU. The label sets are bounded (see above), so is this cache.
+_SERIES: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
+def _series(method: str, route: str, status: int) -> tuple[Any, Any]:
+    key = (method, route, status)
+    found = _SERIES.get(key)
+    if found is None:
+        found = _SERIES[key] = (
+            HTTP_REQUESTS.labels(method, route, str(status)),
+            HTTP_DURATION.labels(method, route),
+        )
+    return found

@@ -11,8 +11,12 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from taskyard_api.broker import BrokerLink
+from taskyard_api.inserts import TaskInserter
+from taskyard_api.key_cache import CachedKeys
+from taskyard_api.published import PublishedMarker
 from taskyard_api.settings import ServiceSettings
 from taskyard_api.sweeper import Sweeper
+from taskyard_api.token_batches import BatchedBuckets
 from taskyard_common.catalog import Catalog, CatalogError, load_catalog
 from taskyard_common.metrics import SUBMIT_REJECTED
 from taskyard_common.store import PostgresTaskStore, TaskStore
@@ -35,8 +39,12 @@ class Resources:
     store: TaskStore
     broker: BrokerLink
     # Share the task store's connection pool (closed with it).
-    keys: KeyStore
-    limits: RateLimitStore
+    keys: CachedKeys
+    limits: BatchedBuckets
+    # Marks confirmed submissions published, in batches.
+    published: PublishedMarker
+    # Stores concurrent submissions together.
+    inserts: TaskInserter
 
 
 def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -56,6 +64,13 @@ def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyn
                 log.error("cannot start: %s", exc)
                 raise
             stack.push_async_callback(store.close)
+            published = PublishedMarker(store, flush_interval=settings.api.published_flush_seconds)
+            # Closed after the sweeper and the server (callbacks run in reverse), before the store: its last
+            # flush marks what the final requests queued.
+            stack.push_async_callback(published.close)
+            published.start()
+            inserts = TaskInserter(store)
+            stack.push_async_callback(inserts.close)
             broker = BrokerLink(
                 settings.amqp,
                 topology,
@@ -75,8 +90,11 @@ def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyn
             # Closed first (callbacks run in reverse): it uses the broker and the store.
             stack.push_async_callback(sweeper.close)
             sweeper.start()
-            keys, limits = KeyStore(store.pool), RateLimitStore(store.pool)
-            app.state.resources = Resources(settings, catalog, topology, store, broker, keys, limits)
+            keys = CachedKeys(KeyStore(store.pool), ttl_seconds=settings.api.auth_cache_seconds)
+            limits = BatchedBuckets(RateLimitStore(store.pool))
+            app.state.resources = Resources(
+                settings, catalog, topology, store, broker, keys, limits, published, inserts
+            )
             if not settings.api.auth_enabled:
                 log.warning(
                     "authentication is DISABLED (TASKYARD_API_AUTH_ENABLED=false): every request acts as an "

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -58,8 +60,18 @@ def _version() -> str:
         return "0.0.0"
 
 
+def _without_native_telemetry() -> dict[str, Any]:
+    """FastAPI's own OpenTelemetry switched off where this FastAPI has it: taskyard configures no OTel
+    provider (its metrics are Prometheus), yet the check for one ran on every request, reading the
+    environment each time: 3-4% of a submission's CPU in its profile."""
+    if "telemetry" not in inspect.signature(FastAPI.__init__).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+
+
 def create_app(settings: ServiceSettings) -> FastAPI:
     app = FastAPI(
+        **_without_native_telemetry(),
         title="taskyard",
         version=_version(),
         description=DESCRIPTION,

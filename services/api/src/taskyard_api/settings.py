@@ -31,6 +31,9 @@ class ApiSettings(BaseSettings):
     # How often the sweeper looks for tasks committed but never announced, and how old they must be.
     sweeper_interval_seconds: float = Field(default=10.0, gt=0)
     sweeper_grace_seconds: float = Field(default=30.0, gt=0)
+    # A confirmed submission's ``published_at`` is written behind, in batches, within this many seconds
+    # (see published.py); far below the sweeper's grace, so the sweeper never overtakes a live process.
+    published_flush_seconds: float = Field(default=0.05, gt=0, le=5)
     default_page_size: int = Field(default=50, ge=1, le=PAGE_SIZE_CEILING)
     max_page_size: int = Field(default=PAGE_SIZE_CEILING, ge=1, le=PAGE_SIZE_CEILING)
     # Cap of the exponential backoff between broker connection attempts before the first success
@@ -41,6 +44,9 @@ class ApiSettings(BaseSettings):
     # Bearer API keys on every /v1 route. Off: every request is tenant "default" with the admin role (for
     # local development only; the API logs a warning at start).
     auth_enabled: bool = True
+    # How long an API process trusts a key it has looked up: a revoked key keeps working on it for at most
+    # this long. 0: look every request's key up (a revocation applies from the very next request).
+    auth_cache_seconds: float = Field(default=5.0, ge=0, le=300)
     # How long an Idempotency-Key of POST /v1/tasks is remembered; the sweeper deletes older ones.
     idempotency_retention_seconds: float = Field(default=86400.0, gt=0)
     # Submissions per tenant, shared by every replica (a token bucket in PostgreSQL); either 0 disables it.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -23,6 +24,15 @@ COLUMNS = (
 INSERT_TASK = (
     "INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline, timeout_seconds, tenant)"
     f" VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+)
+
+# The same for many tasks at once, one array per column ($2, $3: JSON text, the jsonb codec's encoding).
+INSERT_TASKS = (
+    "INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline, timeout_seconds, tenant)"
+    " SELECT id, 'pending', input::jsonb, metadata::jsonb, requested_specialist, deadline, timeout_seconds,"
+    " tenant FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::float8[],"
+    " $7::text[]) AS t(id, input, metadata, requested_specialist, deadline, timeout_seconds, tenant)"
+    f" RETURNING {COLUMNS}"
 )
 
 
@@ -61,6 +71,14 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset on release, instead of asyncpg's default query (``pg_advisory_unlock_all(); CLOSE
+    ALL; UNLISTEN *; RESET ALL``), which doubled the round trips of each one-statement use of a connection
+    to undo what taskyard never does on pooled connections (no advisory locks, cursors
+    outside a transaction, LISTEN or SET; migrations take their own connection). An open transaction is
+    still rolled back by asyncpg before this runs."""
+
+
 def to_record(row: asyncpg.Record) -> TaskRecord:
     data = dict(row)
     data["status"] = TaskStatus(data["status"])
@@ -87,24 +105,51 @@ class PoolStore:
     async def close(self) -> None:
         await self._pool.close()
 
+    # Taking and handing back a connection, each bounded by ``acquire_timeout`` with ``asyncio.timeout``
+    # rather than ``pool.acquire(timeout=...)``: asyncpg implements that one with ``wait_for``, which on
+    # Python 3.11 runs the acquisition as a task of its own (a few percent of a submission's CPU). A release
+    # cut short terminates the connection (asyncpg does so when cancelled).
+
+    async def _acquire(self) -> asyncpg.Connection:
+        async with asyncio.timeout(self._acquire_timeout):
+            return await self._pool.acquire()
+
+    async def _release(self, conn: asyncpg.Connection) -> None:
+        async with asyncio.timeout(self._acquire_timeout):
+            await self._pool.release(conn)
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        conn = await self._acquire()
+        try:
+            yield conn
+        finally:
+            await self._release(conn)
+
     async def _fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
         try:
-            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
+            conn = await self._acquire()
+            try:
                 return await conn.fetchrow(sql, *args)
+            finally:
+                await self._release(conn)
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         try:
-            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
+            conn = await self._acquire()
+            try:
                 return await conn.fetch(sql, *args)
+            finally:
+                await self._release(conn)
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[asyncpg.Connection]:
         try:
-            async with self._pool.acquire(timeout=self._acquire_timeout) as conn, conn.transaction():
+            async with self._connection() as conn, conn.transaction():
                 yield conn
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc

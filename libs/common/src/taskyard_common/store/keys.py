@@ -3,7 +3,8 @@
 A key is shown once, as ``tyk_<id>_<secret>``: ``tyk_<8 hex>`` is its public id (listed, logged, revoked
 by), the secret is 32 random bytes. Only the SHA-256 of the secret is stored. A fast hash is enough because
 the secret is random and long (see migration 0004), and it keeps authentication to one indexed look-up by
-id plus a constant-time compare on every request. Nothing is cached, so a revocation applies at once.
+id plus a constant-time compare. This store caches nothing; the API keeps each answer for a few seconds
+(``TASKYARD_API_AUTH_CACHE_SECONDS``), which bounds how long a revocation takes to apply there.
 """
 
 from __future__ import annotations

@@ -27,6 +27,25 @@ _TAKE = (
 )
 
 
+# Up to $4 tokens at once (at least one when the bucket holds one), for an API process that serves many
+# requests of a tenant at the same time: one statement, and one row lock, for the lot. The row is locked
+# first (FOR UPDATE), so the refill is computed from the latest committed state. No row: nothing returned.
+_TAKE_UP_TO = (
+    "UPDATE rate_limits AS r SET tokens = b.refilled - b.granted, updated_at = b.at"
+    " FROM (SELECT tenant, at, refilled, least($4::float8, floor(refilled)) AS granted FROM ("
+    " SELECT tenant, clock_timestamp() AS at,"
+    " least($3::float8, tokens + $2::float8 * extract(epoch FROM clock_timestamp() - updated_at)) AS refilled"
+    " FROM rate_limits WHERE tenant = $1 FOR UPDATE) AS locked) AS b"
+    " WHERE r.tenant = b.tenant RETURNING b.granted, r.tokens"
+)
+
+
+@dataclass(frozen=True)
+class TokensGranted:
+    granted: int  # 0: refused
+    tokens: float  # left in the shared bucket after this take
+
+
 @dataclass(frozen=True)
 class TokenTaken:
     allowed: bool
@@ -45,3 +64,13 @@ class RateLimitStore(PoolStore):
             # The snapshot predates concurrent takers that emptied the bucket: it holds less than a token.
             tokens = 0.0
         return TokenTaken(allowed=allowed, tokens=tokens)
+
+    async def take_up_to(self, tenant: str, count: int, *, per_second: float, burst: int) -> TokensGranted:
+        """Take as many tokens as the bucket holds, at most ``count`` (and at least one, or none)."""
+        if count > 1:
+            row = await self._fetchrow(_TAKE_UP_TO, tenant, float(per_second), float(burst), float(count))
+            if row is not None:
+                return TokensGranted(int(row["granted"]), max(0.0, float(row["tokens"])))
+        # One token, or the tenant's first request (the one-token statement creates its bucket).
+        taken = await self.take(tenant, per_second=per_second, burst=burst)
+        return TokensGranted(1 if taken.allowed else 0, taken.tokens)

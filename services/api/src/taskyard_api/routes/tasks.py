@@ -8,7 +8,7 @@ told "not accepted" never finds the task running later.
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -109,6 +109,7 @@ def _reject_reason(exc: Exception) -> str:
 @router.post(
     "",
     status_code=202,
+    response_model=TaskDocument,
     summary="Submit a task",
     dependencies=[Depends(require_json_body)],
     responses={
@@ -152,9 +153,10 @@ async def submit_task(
     resources: ResourcesDep,
     principal: Submitter,
     idempotency_key: IdempotencyKeyHeader = None,
-) -> TaskDocument:
+) -> Any:
     catalog, store, broker = resources.catalog, resources.store, resources.broker
-    response.headers.update(await take_submission_token(resources, principal.tenant))
+    limit_headers = await take_submission_token(resources, principal.tenant)
+    response.headers.update(limit_headers)
     if submission.specialist is not None and catalog.get(submission.specialist) is None:
         raise ProblemException(
             UNKNOWN_SPECIALIST(
@@ -180,7 +182,7 @@ async def submit_task(
     )
     try:
         if idempotency_key is None:
-            record = await store.create(new_task)
+            record = await resources.inserts.create(new_task)
         else:
             # The key and the task commit together: a concurrent duplicate finds this task, never makes one.
             wanted = request_hash(submission)
@@ -205,14 +207,25 @@ async def submit_task(
         await _discard(store, record.id)
         SUBMIT_REJECTED.labels(_reject_reason(exc)).inc()
         raise  # the exception handlers answer 503 with Retry-After
-    try:
-        await store.mark_published(record.id)
-    except StoreUnavailable:
-        # Announced, so accepted. The sweeper announces it once more later; routing applies only once.
-        log.warning("task %s published but not marked published: database unavailable", record.id)
+    if idempotency_key is None:
+        # Written behind, in batches: if that is lost the sweeper announces the task once more later, and
+        # routing applies only once.
+        resources.published.mark(record.id)
+    else:
+        # Inline: a retry with the same key must find the task marked, or it would be told "in use" (409).
+        try:
+            await store.mark_published(record.id)
+        except StoreUnavailable:
+            # Announced, so accepted. The sweeper announces it once more later; routing applies only once.
+            log.warning("task %s published but not marked published: database unavailable", record.id)
     TASKS_SUBMITTED.inc()
-    response.headers["Location"] = task_path(record.id)
-    return TaskDocument.from_record(record)
+    # Serialised here rather than by FastAPI, which would validate the document again first.
+    return Response(
+        TaskDocument.from_record(record).model_dump_json(by_alias=True),
+        status_code=202,
+        media_type="application/json",
+        headers={**limit_headers, "Location": task_path(record.id)},
+    )
 
 
 @router.get("", summary="List tasks, newest first", responses=problem_responses(422, 503))
