@@ -1,4 +1,5 @@
-"""``uv run python -m bench [--quick] [--only SCENARIO ...]``: run the scenarios, print one table, write docs.
+"""``uv run python -m bench [--quick | --smoke] [--only SCENARIO ...]``: run the scenarios, print one table,
+write docs.
 
 Run from the repository root (the launcher is ``tests.support``). Reads ``AMQP_URL`` / ``DATABASE_URL`` (or
 ``TASKYARD_*``, or ``.taskyard/local.env``) like the tests do.
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
+import json
 import logging
 import os
 import sys
@@ -31,6 +34,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="scaled-down smoke run (small counts, short limits)"
     )
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny run that only proves every scenario still works (the test suite's); figures meaningless",
+    )
+    parser.add_argument(
         "--only",
         action="append",
         choices=[s.name for s in ALL],
@@ -43,6 +51,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help=f"where to write the report (default {DOCS.relative_to(ROOT)} when every scenario runs; "
         "with --only nothing is written unless this is given)",
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write every row as JSON here (for tests and tools)"
     )
     parser.add_argument("--keep-logs", action="store_true", help="keep the services' logs (path printed)")
     return parser.parse_args(argv)
@@ -58,22 +69,27 @@ async def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     started = datetime.datetime.now(datetime.UTC)
     work_dir = Path(tempfile.mkdtemp(prefix="taskyard-bench-"))
-    ctx = Context(amqp_url, db_url, quick=args.quick, work_dir=work_dir)
+    ctx = Context(amqp_url, db_url, quick=args.quick or args.smoke, work_dir=work_dir, smoke=args.smoke)
     versions = await server_versions(amqp_url, db_url)
-    rows = []
+    named = []
     for scenario in scenarios:
-        rows.extend(await run_scenario(scenario, ctx))
+        named.extend((scenario.name, row) for row in await run_scenario(scenario, ctx))
+    rows = [row for _, row in named]
     load_after = load_average()
 
     table = results_table(rows)
     targets = targets_table(evaluate(rows))
-    mode = "QUICK smoke run (small counts: not comparable to the targets)" if args.quick else "full run"
+    mode = ctx.pick("full run", "QUICK run (small counts: not comparable to the targets)", "SMOKE run (tiny)")
     print(f"\n{mode}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min)\n")
     print(table)
     print()
     print(targets)
     print(f"\nservice logs: {work_dir}" if args.keep_logs else "")
 
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps([{**dataclasses.asdict(row), "scenario_name": name} for name, row in named])
+        )
     output = args.output or (None if args.only else DOCS)
     if output is not None:
         output.write_text(

@@ -19,9 +19,10 @@ METHOD = """\
   `TASKYARD_API_AUTH_ENABLED=false` and `TASKYARD_API_RATE_LIMIT_PER_SECOND=0`. Every scenario has its own
   queue prefix and database schema, removed afterwards, and a hard time limit; a measurement cut off by its
   limit is marked **TIMED OUT** and shows what it had done.
-- **HTTP load**: one `httpx.AsyncClient` with a keep-alive pool as large as the number of clients, in the
-  benchmark process, on the same cores as the services: on a small machine the load generator's own CPU
-  is part of what limits the figures.
+- **HTTP load** of the end-to-end scenarios: one `httpx.AsyncClient` with a keep-alive pool as large as the
+  number of clients, in the benchmark process, on the same cores as the services: on a small machine the
+  load generator's own CPU is part of what limits the figures. The submit path uses a leaner generator
+  (below).
 - **Completion** is read from the task store (a count per 0.2 s), never by polling each task over HTTP;
   taskyard latency is each row's `created_at` to `finished_at`; throughput is completed tasks / (first
   POST .. last `finished_at`).
@@ -38,8 +39,97 @@ METHOD = """\
   concurrency from a bench catalog) drains them; the window is the first `started_at` to the last
   `finished_at`, against the ideal `ceil(tasks / concurrency) x 1 s`; peak RSS is the worker's `VmHWM`; p50/p99
   there are each task's run time (`started_at` .. `finished_at`, ideal 1 s).
-- **Submit path**: only the API runs (nothing consumes the intake queue); closed-loop clients at each
-  concurrency for a fixed time after a short warm-up.
+- **Submit path**: only the API runs (nothing consumes the intake queue). The load comes from
+  `bench/http_load.py` in a process of its own: bare keep-alive HTTP/1.1 connections (`asyncio.Protocol`,
+  one pre-encoded request, only the status line and `Content-Length` parsed), whose CPU per request is
+  given next to the API's in each row's notes (both from `/proc`, warm-up included). Closed loop: each
+  client sends its next request when the previous answer arrived, 5 s per concurrency after 1 s of warm-up.
+  Open loop: requests due at a fixed rate over 64 connections, latency counted from when each was due (so
+  waiting for a connection counts); rates rise until one is not kept up with (p99 >= 50 ms, answers
+  missing, refusals or a backlog), and the last rate kept is the sustainable one. Then the API restarts
+  with authentication and the per-tenant rate limit on (a submitter key; a limit far above the load, so a
+  token is taken on every request and none is refused): 32 closed-loop clients and the sustainable rate.
+"""
+
+# What py-spy showed in the broker agent and the worker (noop and io scenarios), and what changed. CPU
+# figures are each process's user+system seconds from /proc, so they hold on a busy machine where wall
+# times do not.
+PIPELINE_FINDINGS = """\
+### Pipeline: broker agent and worker
+
+- **Where a worker's time went** (no-op, 100 in flight): half in the LLM call (the openai SDK and
+  httpx/httpcore: building the request, walking every parameter against its type hints, the connection
+  pool), a quarter in the store (`start` was a transaction of four round trips: BEGIN, SELECT ... FOR UPDATE,
+  UPDATE, COMMIT; `complete` one), the rest AMQP, decoding, bookkeeping. At concurrency 500 (io) a fifth
+  went to httpcore's pool, which walks every connection it holds, probing each idle socket, on each request
+  and each response, O(n) per call, and which kept only 100 connections alive, so each wave reopened 400.
+- **Round trips per task**, explicit specialist, not counting the pool's reset on release (gone too, see
+  the submit path's changes): broker agent 2 statements (read the task, record the decision) → 1
+  (`route`: one conditional update that also checks the deadline and returns the limits; the task is read
+  only when it does not apply); worker 5 (start's transaction of 4, complete) → 1 per burst of deliveries
+  plus 1 (`start_many` starts every task that arrived in the same turn of the event loop in one statement,
+  rows locked in id order with SKIP LOCKED so concurrent batches never deadlock; anything it does not start
+  takes `start`'s full path, so every outcome is unchanged), then `complete`. Publishes per task unchanged
+  and already pipelined: one confirmed publish (the broker agent's, many in flight on one channel) and two
+  acks; no channel per message.
+- **LLM client**: a pool of clients of 32 connections each, sized for the specialist's concurrency, all
+  kept alive, each call on the least busy client; the call goes through the SDK's generic `post` with the
+  body already in wire form, skipping `create`'s per-parameter transformation (a quarter of the client's
+  CPU per call). Errors, auth and parsing are still the SDK's.
+- **Measured** (A/B back to back, the same tree without these changes, 2 shared cores, load 3-7): io
+  2.42x and 2.47x ideal, 471 and 474 in flight → 1.99x and 1.80x, 500 in flight; the worker's CPU for the
+  1,000 tasks 4.3 s → 2.9-3.1 s (startup included); no-op worker CPU per task 3.0 → 2.6 ms, no-op p50
+  983 → 146 ms (p99 3.4 → 1.1 s) at the same throughput, which the submit side bounds on such a machine.
+- **Not the bottleneck**: the development LLM server (0.4-0.6 ms of CPU per request, idle two thirds of the
+  time in the no-op run), JSON (pydantic's Rust encoder and decoder), logging, metrics, prefetch (the
+  worker's is its concurrency, the broker agent's 64, and its confirms are awaited concurrently).
+- **What is left**: per task, a worker still spends about 1.5 ms of CPU in the openai SDK and httpx for one
+  call to a local server; on two shared cores that bounds both the no-op throughput and how fast a worker
+  can launch 500 calls. A leaner HTTP transport for the SDK (httpx's aiohttp transport, which the SDK
+  supports) is the next step.
+"""
+
+
+# What py-spy showed on the submit path (scenario 5), and what changed; CPU per request from /proc.
+SUBMIT_FINDINGS = """\
+### Submit path (`POST /v1/tasks`)
+
+Profiled with py-spy (`record -r 250`, raw stacks) on the API process under 32 closed-loop clients, CPU per
+request read from `/proc` for the API, PostgreSQL, RabbitMQ and the load generator.
+
+- **The collapse past 8 clients was mostly the load generator.** The first harness drove the API from one
+  `httpx.AsyncClient` in the benchmark process: it spent about as much CPU per request as the API and got
+  slower per request as its pool grew, on the same two cores. With a bare keep-alive generator in its own
+  process (`bench/http_load.py`, ~0.05 ms CPU per request) the same unchanged API gave 449/s at 1 client,
+  656/s at 8, 660/s at 32 and 507/s at 64 (instead of 245, 573, 354, 161). What remained of the fall at 64
+  clients was queueing on the 10-connection database pool behind two statements and two pool resets per
+  submission.
+- **Where the API's CPU went** (unchanged code): FastAPI ran the plain-`def` dependencies in a worker thread
+  (`run_in_threadpool` and thread wake-ups, ~7-10%); the pure-Python event loop and HTTP parser (asyncio +
+  h11, ~15%); four database round trips per submission, since asyncpg's pool sends a reset query
+  (`pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`) on every release; `wait_for` of the pool's
+  acquire timeout, a task per acquire on Python 3.11; FastAPI validating the returned document again before
+  serialising it; `Counter.labels()` per request; FastAPI's native OpenTelemetry checking the global
+  providers (reading the environment) on every request although none is configured (3-4%). And a second
+  commit per submission: the `published_at` UPDATE after the confirm.
+- **Changes**: uvloop + httptools (picked up by uvicorn); async dependencies; a no-op pool reset (asyncpg
+  still rolls back an open transaction); `asyncio.timeout` around acquire and release; concurrent
+  submissions inserted together (one `INSERT ... SELECT FROM unnest(...)` and one commit for what arrived
+  while the previous insert ran; a lone request is inserted at once); `published_at` written behind the 202
+  in batches (`UPDATE ... WHERE id = ANY($1)` within 50 ms; a lost batch only means the sweeper announces
+  the task once more, and routing applies once; idempotent submissions are still marked before their
+  answer); the 202 document serialised once; metric children cached; FastAPI's native telemetry off. With
+  the production defaults: API-key look-ups cached 5 s per process (`TASKYARD_API_AUTH_CACHE_SECONDS`, the
+  revocation delay; 0 turns it off), and a tenant's concurrent submissions take their rate-limit tokens in
+  one statement.
+- **Effect**, A/B against the previous code in the same conditions (the machine shared with other work,
+  1-min load 6-12): the API's CPU per request at 8-64 clients from 0.95-1.4 ms to 0.5-0.8 ms (about 1.8x
+  less), PostgreSQL's from ~0.4-0.5 ms to ~0.1-0.35 ms; with authentication and the rate limit on, the API's
+  from 1.2-1.8 ms to 0.7-0.8 ms and PostgreSQL's from 0.7-1.4 ms to 0.4-0.6 ms. RabbitMQ's share (quorum
+  queue, persistent, confirmed, ~0.2-0.4 ms) is unchanged. On a loaded machine the wall-clock figures are set
+  by the scheduling delays of four processes more than by any one's CPU.
+- **What is left**: FastAPI's dependency solving and request/response plumbing are now the largest share of
+  the API's CPU (~25%), aio-pika's publish path ~10%.
 """
 
 
@@ -102,8 +192,7 @@ def render(
         METHOD,
         "## Profile findings and changes",
         "",
-        "None yet: this harness is the baseline. The optimisation work records here what the profiles showed",
-        "and what changed because of them.",
-        "",
+        PIPELINE_FINDINGS,
+        SUBMIT_FINDINGS,
     ]
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import aio_pika
 import asyncpg
@@ -23,6 +24,8 @@ from taskyard_common.topology import Topology
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_ENV = ROOT / ".taskyard" / "local.env"
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+
+T = TypeVar("T")
 
 
 def _local_env() -> dict[str, str]:
@@ -60,12 +63,18 @@ def service_urls() -> tuple[str, str]:
 class Context:
     amqp_url: str
     db_url: str
-    quick: bool
+    quick: bool  # also true in a smoke run: a scenario without smoke sizes uses its quick ones
     work_dir: Path  # logs and generated catalogs of this run
     run_id: str = ""
+    # The test suite's run (``--smoke``): tiny counts, a few seconds per scenario, figures meaningless.
+    smoke: bool = False
 
     def __post_init__(self) -> None:
         self.run_id = self.run_id or uuid.uuid4().hex[:8]
+
+    def pick(self, full: T, quick: T, smoke: T) -> T:
+        """The size (count, limit) for this run's mode."""
+        return smoke if self.smoke else quick if self.quick else full
 
     def prefix(self, scenario: str) -> str:
         return f"bench{self.run_id}.{scenario}"

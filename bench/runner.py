@@ -34,6 +34,7 @@ class Scenario:
     timeout_s: float  # hard limit of the full run
     quick_timeout_s: float
     describe: str = ""
+    smoke_timeout_s: float = 60
     tags: tuple[str, ...] = field(default=())
 
 
@@ -55,7 +56,7 @@ def finish(row: Row) -> None:
 
 async def run_scenario(scenario: Scenario, ctx: Context) -> Rows:
     rows = Rows()
-    limit = scenario.quick_timeout_s if ctx.quick else scenario.timeout_s
+    limit = ctx.pick(scenario.timeout_s, scenario.quick_timeout_s, scenario.smoke_timeout_s)
     started = time.monotonic()
     log.info("scenario %s: start (limit %.0f s)", scenario.name, limit)
     try:

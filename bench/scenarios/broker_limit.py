@@ -20,7 +20,7 @@ BODY = b'{"task_id": "00000000-0000-0000-0000-000000000000", "payload": "benchma
 
 
 async def run(ctx: Context, rows: Rows) -> None:
-    total = 2_000 if ctx.quick else 50_000
+    total = ctx.pick(50_000, 2_000, 200)
     row = rows.add(
         "broker", "1 broker limit", f"aio-pika, quorum, {IN_FLIGHT} unconfirmed, prefetch {PREFETCH}", total
     )

@@ -34,11 +34,11 @@ PREFORK_SLEEP_TASKS = 60  # full run: 30 s of 1-s tasks on 2 processes, instead 
 DELAYED = [f"celery_delayed_{level}" for level in range(28)]  # Celery's native delayed delivery (quorum)
 
 
-def _counts(quick: bool, pool: str, concurrency: int) -> tuple[int, int]:
-    noop = 200 if quick else 5_000
+def _counts(ctx: Context, pool: str, concurrency: int) -> tuple[int, int]:
+    noop = ctx.pick(5_000, 200, 20)
     if pool == "threads":
-        return noop, 100 if quick else 1_000
-    return noop, 2 * concurrency if quick else PREFORK_SLEEP_TASKS
+        return noop, ctx.pick(1_000, 100, 20)
+    return noop, ctx.pick(PREFORK_SLEEP_TASKS, 2 * concurrency, concurrency)
 
 
 async def _absent(url: str, names: list[str], exchanges: bool) -> list[str]:
@@ -147,7 +147,7 @@ async def run(ctx: Context, rows: Rows) -> None:
     pools = [("prefork", prefork), ("threads", THREADS)]
     plan = []
     for pool, concurrency in pools:
-        n_noop, n_sleep = _counts(ctx.quick, pool, concurrency)
+        n_noop, n_sleep = _counts(ctx, pool, concurrency)
         noop = rows.add(f"celery.{pool}.noop", "2 Celery", f"{pool} x{concurrency}, no-op", n_noop)
         sleep = rows.add(f"celery.{pool}.sleep", "2 Celery", f"{pool} x{concurrency}, sleep 1 s", n_sleep)
         if pool == "prefork" and not ctx.quick:
@@ -183,7 +183,7 @@ async def run(ctx: Context, rows: Rows) -> None:
                 worker = Service(f"celery-{pool}", argv, env, ctx.log_dir("celery"))
                 try:
                     await _wait_consumer(ctx.amqp_url, queue, worker)
-                    limit = 60 if ctx.quick else 240
+                    limit = ctx.pick(240, 60, 20)
                     async with bounded(noop, limit):
                         await _measure(app, conn, schema, queue, noop, NOOP, [])
                     async with bounded(sleep, limit):
@@ -201,5 +201,6 @@ SCENARIO = Scenario(
     run,
     timeout_s=900,
     quick_timeout_s=180,
+    smoke_timeout_s=60,
     describe="Celery, quorum queue, PostgreSQL results: no-op and 1-s tasks, prefork and threads x100",
 )

@@ -1,6 +1,7 @@
 """Scenario 4: taskyard I/O-bound: one worker process, tasks whose one LLM call takes 1 s.
 
-The specialist's concurrency (its queue prefetch) comes from a bench catalog: 500 (50 in --quick). All
+The specialist's concurrency (its queue prefetch) comes from a bench catalog: 500 (50 in --quick, 10 in
+--smoke). All
 tasks are submitted and routed first, with no worker running; then one worker starts and drains them, so
 the measurement is the worker's own: the window from the first task's ``started_at`` to the last
 ``finished_at``, against the ideal (waves of ``concurrency`` tasks of 1 s). Also the most tasks seen in
@@ -35,7 +36,7 @@ CLIENTS = 32
 
 
 async def run(ctx: Context, rows: Rows) -> None:
-    total, concurrency = (100, 50) if ctx.quick else (1_000, 500)
+    total, concurrency = ctx.pick((1_000, 500), (100, 50), (20, 10))
     ideal = ideal_seconds(total, LLM_SECONDS, concurrency)
     row = rows.add(
         "taskyard.io", "4 taskyard I/O-bound", f"1 worker, concurrency {concurrency}, LLM 1 s", total
@@ -66,7 +67,7 @@ async def run(ctx: Context, rows: Rows) -> None:
             await wait_for(conn, db.db_schema, tag, ["queued"], submitted.ok)
             spawned = time.time()
             worker = await running.start_worker(SPECIALIST)
-            async with bounded(row, 60 if ctx.quick else 240):
+            async with bounded(row, ctx.pick(240, 60, 20)):
                 await wait_for(conn, db.db_schema, tag, TERMINAL, submitted.ok, row, spawned)
             rss = peak_rss_mb(worker.proc.pid)
             if rss is not None:
@@ -97,5 +98,6 @@ SCENARIO = Scenario(
     run,
     timeout_s=420,
     quick_timeout_s=150,
+    smoke_timeout_s=60,
     describe="taskyard, one worker, 1-s LLM calls at high concurrency: time vs ideal, peak RSS",
 )

@@ -34,8 +34,8 @@ WORKER_CONCURRENCY = 100  # as Celery's threads pool
 
 
 async def run(ctx: Context, rows: Rows) -> None:
-    total = 200 if ctx.quick else 5_000
-    limit = 75 if ctx.quick else 300
+    total = ctx.pick(5_000, 200, 20)
+    limit = ctx.pick(300, 75, 20)
     runs = [
         (
             rows.add(
@@ -91,5 +91,6 @@ SCENARIO = Scenario(
     run,
     timeout_s=720,
     quick_timeout_s=180,
+    smoke_timeout_s=60,
     describe="taskyard end to end, instant work, explicit specialist and LLM routing",
 )

@@ -1,4 +1,5 @@
-"""The sweeper announces tasks that were committed but never published (an API process died in between)."""
+"""The sweeper announces submissions that were committed but never published (an API process died in
+between); routed tasks whose work message is unconfirmed are the broker agent's (``test_reaper.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import TaskStatus, utcnow
 from taskyard_common.settings import AmqpSettings
-from taskyard_common.store import NewTask, PostgresTaskStore
+from taskyard_common.store import NewTask, PostgresTaskStore, TaskRecord
 from taskyard_common.topology import declare
 from tests.integration.api.conftest import (
     Bus,
@@ -16,7 +17,6 @@ from tests.integration.api.conftest import (
     MakeSettings,
     assert_problem,
     dead_lettered,
-    queued,
     serve,
 )
 from tests.support.processes import eventually
@@ -57,11 +57,22 @@ async def test_orphaned_rows_are_announced_once(
         assert submitted.status_code == 202
         [(fresh, _)] = await reader.take(1)
         assert str(fresh.task_id) == submitted.json()["id"]
-        assert await store.unpublished(older_than=orphan.created_at.replace(year=3000), limit=10) == []
+
+        async def fresh_marked() -> bool:
+            # Marked behind its 202, in a batch (published.py), long before the sweeper's grace.
+            return await store.unpublished(older_than=orphan.created_at.replace(year=3000), limit=10) == []
+
+        await eventually(fresh_marked, timeout=5, what="the fresh task to be marked published")
         await reader.assert_empty()
 
 
-async def test_a_replay_whose_publish_failed_is_published_by_the_sweeper(
+async def orphan(store: PostgresTaskStore) -> TaskRecord:
+    """A submission as a crashed API leaves it (committed, pending, never published): once the sweeper has
+    announced it, a sweep has run past the grace period."""
+    return await store.create(NewTask(id=uuid.uuid4(), input="orphan", metadata={}))
+
+
+async def test_a_replay_whose_publish_failed_is_left_to_the_broker_agent(
     make_settings: MakeSettings,
     amqp_settings: AmqpSettings,
     store: PostgresTaskStore,
@@ -70,9 +81,6 @@ async def test_a_replay_whose_publish_failed_is_published_by_the_sweeper(
 ):
     amqp = amqp_settings.model_copy(update={"publish_timeout_seconds": 0.5})
     settings = make_settings(amqp=amqp, sweeper_interval_seconds=0.1, sweeper_grace_seconds=0.6)
-    # Waiting in a queue, announced long ago: the sweeper must never publish it again.
-    waiting = await queued(store, "general")
-    await store.mark_published(waiting.id)
     async with serve(settings) as client:
         connection = await bus()
         # The specialist's queue vanished (deleted by hand): the replay's publish comes back unroutable.
@@ -88,21 +96,18 @@ async def test_a_replay_whose_publish_failed_is_published_by_the_sweeper(
         record = await store.get(task.id)
         assert record.status is TaskStatus.QUEUED and record.published_at is None
 
-        # Once the queue is back, the sweeper publishes it: exactly once, and only it.
+        # Once the queue is back, a sweep past the grace (proven by an orphan's announcement) leaves the
+        # replay alone: publishing it is the broker agent's reaper's duty (``stale_queued``), not the API's.
         await declare(connection.channel, connection.topology, catalog.names, amqp)
         general = await connection.specialist("general")
-        [(message, _)] = await general.take(1)
-        assert message.task_id == task.id and message.specialist == "general" and message.attempt == 1
-
-        async def marked() -> bool:
-            return (await store.get(task.id)).published_at is not None
-
-        await eventually(marked, what="the replayed task to be marked published")
-        assert await store.stale_queued(older_than=utcnow().replace(year=3000), limit=10) == []
+        pending = await orphan(store)
+        [(announced, _)] = await (await connection.intake()).take(1)
+        assert announced.task_id == pending.id
         await general.assert_empty()
+        assert [t.id for t in await store.stale_queued(older_than=utcnow(), limit=10)] == [task.id]
 
 
-async def test_replays_committed_by_a_crashed_api_are_published(
+async def test_replays_committed_by_a_crashed_api_are_announced_when_never_routed(
     make_settings: MakeSettings,
     amqp_settings: AmqpSettings,
     store: PostgresTaskStore,
@@ -110,18 +115,16 @@ async def test_replays_committed_by_a_crashed_api_are_published(
 ):
     # As an API process leaves them when it dies between committing the replays and publishing them.
     routed = await dead_lettered(store, "summarizer")
-    unrouted = await dead_lettered(store, None, reason="rejected")
     deadline = utcnow().replace(year=2100)
-    with_limits = await dead_lettered(store, "general", deadline=deadline, timeout_seconds=42.5)
-    for task in (routed, unrouted, with_limits):
+    unrouted = await dead_lettered(store, None, reason="rejected", deadline=deadline, timeout_seconds=42.5)
+    for task in (routed, unrouted):
         assert await store.replay_dead_letter(task.id, None) is not None
     amqp = amqp_settings.model_copy(update={"publish_timeout_seconds": 0.5})
     async with serve(make_settings(amqp=amqp, sweeper_interval_seconds=0.1, sweeper_grace_seconds=0.6)):
         connection = await bus()
-        [(work, _)] = await (await connection.specialist("summarizer")).take(1)
-        assert work.task_id == routed.id and work.routing == routed.routing
+        # The never-routed one goes to intake, with its limits; the routed one is the reaper's.
         [(intake, _)] = await (await connection.intake()).take(1)
         assert intake.task_id == unrouted.id
-        [(limited, _)] = await (await connection.specialist("general")).take(1)
-        assert limited.task_id == with_limits.id
-        assert (limited.deadline, limited.timeout_seconds) == (deadline, 42.5)
+        assert (intake.deadline, intake.timeout_seconds) == (deadline, 42.5)
+        await (await connection.specialist("summarizer")).assert_empty()
+        assert (await store.get(routed.id)).published_at is None

@@ -134,6 +134,29 @@ async def test_requeued_task_never_published_is_published_later(run_agent, bus, 
     assert again.task_id == work.task_id
 
 
+async def test_replays_whose_publish_is_unconfirmed_are_published_once_with_their_limits(
+    run_agent, bus, routed_task, store
+):
+    # A dead-letter replay whose publish failed (or whose API died before it): queued, published_at NULL.
+    # The reaper is the one owner of such tasks (the API's sweeper announces only pending ones).
+    deadline = datetime.now(UTC) + timedelta(days=1)
+    work = await routed_task("summarizer", deadline=deadline, timeout_seconds=42.5)
+    queue = bus.topology.specialist_queue("summarizer")
+    assert await store.record_dead_letter(
+        work.task_id, reason="rejected", queue=queue, deaths=[], message={}, specialist="summarizer"
+    )
+    assert await store.replay_dead_letter(work.task_id, None) is not None
+    # Waiting in a long queue, announced long ago: never published again.
+    waiting = await routed_task("summarizer")
+    await store.mark_published(waiting.task_id)
+    async with run_agent(**FAST, republish_after_seconds=0.2):
+        again = await bus.wait_work("summarizer")
+        await eventually(published(store, work.task_id), what="the publish to be marked")
+    assert (again.task_id, again.attempt) == (work.task_id, 1)
+    assert (again.deadline, again.timeout_seconds) == (deadline, 42.5)
+    assert await bus.count(queue) == 0
+
+
 async def test_refused_publish_is_retried_next_round(
     run_agent, bus, routed_task, store, amqp_settings, caplog
 ):

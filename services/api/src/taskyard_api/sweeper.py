@@ -1,14 +1,14 @@
-"""Closes the crash windows between committing a task and announcing it.
+"""Closes the crash window between committing a submission and announcing it.
 
-Two duties, both "committed but the broker never confirmed the message":
+A submission commits its row, publishes its intake message, then marks the row published. If the API process
+dies between the commit and the confirm, the row would sit in ``pending`` forever; the sweeper re-publishes
+its intake message (``unpublished``), as it does for a replay of a never-routed task whose intake publish
+failed.
 
-- a submission commits its row, publishes, then marks the row published. If the API process dies between
-  the commit and the confirm, the row would sit in ``pending`` forever; the sweeper re-publishes its intake
-  message;
-- a dead-letter replay commits the task back to ``queued`` (``published_at`` cleared), publishes its work
-  message, then marks it published. If that publish fails (the client got a 503) or the process dies, the
-  sweeper re-publishes the work message to the specialist's queue. A queued task merely waiting in a long
-  queue is marked published, so it is never announced twice.
+Routed tasks whose work message is not known to be published (``stale_queued``: a dead-letter replay whose
+publish failed or whose API died, a reclaim whose broker agent died) are not this sweeper's: the broker
+agent's reaper owns them, with the lease reclaims whose messages it publishes anyway (one owner, one
+grace period: ``TASKYARD_BROKER_REPUBLISH_AFTER_SECONDS``).
 
 A third, smaller duty: idempotency keys older than their retention are deleted.
 
@@ -16,7 +16,7 @@ Only rows unchanged for a grace period qualify. The grace period exceeds the pub
 (``ServiceSettings`` checks it), so a live request that is still waiting for its confirm, and may yet fail,
 discard its row and answer 503, is never overtaken. Several API replicas may sweep the same row at once; a
 duplicate intake message is harmless because routing a task is one conditional update that applies only
-once, and a duplicate work message finds the task leased or finished when a worker tries to start it.
+once.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pydantic import ValidationError
 
 from taskyard_api.announce import NotAnnounceable, announce
 from taskyard_api.broker import BrokerLink
-from taskyard_common.errors import TaskyardError, Unroutable
-from taskyard_common.messages import TaskStatus, utcnow
+from taskyard_common.errors import TaskyardError
+from taskyard_common.messages import utcnow
 from taskyard_common.store import TaskRecord, TaskStore
 from taskyard_common.topology import Topology
 
@@ -72,19 +72,12 @@ class Sweeper:
         """Publish one batch of each kind of orphan; returns how many were published."""
         if not self._broker.connected:
             return 0
-        older_than = utcnow() - self._grace
         published = 0
-        for duty, find in (
-            ("unannounced", self._store.unpublished),
-            ("unpublished queued", self._store.stale_queued),
-        ):
-            count = 0
-            for task in await find(older_than=older_than, limit=BATCH_SIZE):
-                if await self._publish(task):
-                    count += 1
-            if count:
-                log.info("re-published %d %s task(s) orphaned between commit and publish", count, duty)
-            published += count
+        for task in await self._store.unpublished(older_than=utcnow() - self._grace, limit=BATCH_SIZE):
+            if await self._publish(task):
+                published += 1
+        if published:
+            log.info("re-published %d unannounced task(s) orphaned between commit and publish", published)
         return published
 
     async def expire_keys_once(self) -> int:
@@ -100,12 +93,6 @@ class Sweeper:
         except (ValidationError, NotAnnounceable) as exc:
             # Written by something other than this API's validated paths: never publishable.
             log.error("task %s cannot be announced (%s); skipping", task.id, type(exc).__name__)
-            return False
-        except Unroutable:
-            if task.status is TaskStatus.PENDING:
-                raise  # the intake queue is missing: nothing else can be announced either
-            # One specialist's queue is missing (deleted, or the specialist left the catalog): try the rest.
-            log.error("task %s: no queue for specialist %s; skipping", task.id, task.specialist)
             return False
         await self._store.mark_published(task.id)
         return True

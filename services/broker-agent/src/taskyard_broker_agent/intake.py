@@ -54,6 +54,13 @@ def deadline_passed(deadline: datetime | None, now: datetime | None = None) -> b
     return deadline <= (now or datetime.now(UTC))
 
 
+def as_utc(moment: datetime | None) -> datetime | None:
+    """A naive timestamp from a client means UTC (as in ``deadline_passed``)."""
+    if moment is not None and moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment
+
+
 def describe_error(exc: BaseException) -> str:
     """Safe to store and log: taskyard's own errors say what failed; anything else only by its type."""
     if isinstance(exc, TaskyardError):
@@ -134,6 +141,18 @@ class IntakeHandler:
             )
 
     async def handle(self, message: IntakeMessage) -> None:
+        requested = message.requested_specialist
+        if requested is not None and self._catalog.get(requested) is not None:
+            # Nothing to decide, so nothing to protect by reading the task first: one conditional statement
+            # records the decision, and only when it does not apply is the task read to see why.
+            started = time.perf_counter()
+            decision = RoutingDecision(
+                method=RoutingMethod.EXPLICIT, specialist=requested, reason=EXPLICIT_REASON, confidence=1.0
+            )
+            metrics.ROUTING_DURATION.labels(decision.method.value).observe(time.perf_counter() - started)
+            if not await self._record(message, decision):
+                await self._not_routed(message)
+            return
         task = await self._store.get(message.task_id)
         if task is None or task.status is not TaskStatus.PENDING:
             # Checked before routing, so a redelivery never pays for a second LLM call.
@@ -148,10 +167,15 @@ class IntakeHandler:
             return
         # Labelled by the method that decided: an LLM answer that fell back to the rules counts as rules.
         metrics.ROUTING_DURATION.labels(decision.method.value).observe(time.perf_counter() - started)
-        if not await self._store.record_routing(message.task_id, decision):
-            # Another delivery got there first, or the task was cancelled meanwhile: follow the store.
-            await self._resume(message, await self._store.get(message.task_id))
-            return
+        if not await self._record(message, decision):
+            await self._not_routed(message)
+
+    async def _record(self, message: IntakeMessage, decision: RoutingDecision) -> bool:
+        """Record the decision (pending → queued), then publish the work message; False (nothing published)
+        when the task is not pending any more or its deadline passed."""
+        routed = await self._store.route(message.task_id, decision, as_utc(message.deadline))
+        if routed is None:
+            return False
         metrics.ROUTING_DECISIONS.labels(decision.method.value, decision.specialist).inc()
         # Never the input or the reason (the model may quote the request): ids and labels only.
         log.info(
@@ -161,17 +185,25 @@ class IntakeHandler:
             decision.specialist,
             decision.confidence,
         )
-        await self._publish(message, task, decision)
+        await self._publish(message, decision, routed.deadline, routed.timeout_seconds)
+        return True
+
+    async def _not_routed(self, message: IntakeMessage) -> None:
+        """The decision did not apply: another delivery got there first, the task was cancelled or
+        discarded, or its deadline passed. Follow the store."""
+        task = await self._store.get(message.task_id)
+        if task is not None and task.status is TaskStatus.PENDING:
+            # Still pending, so the deadline refused it (by the database's clock).
+            await self._expire(message)
+            return
+        await self._resume(message, task)
 
     async def _decide(self, message: IntakeMessage) -> RoutingDecision | None:
         """The decision, or None when the task was failed instead (an unknown requested specialist)."""
         requested = message.requested_specialist
         if requested is None:
             return await self._router.route(message.input)
-        if self._catalog.get(requested) is not None:
-            return RoutingDecision(
-                method=RoutingMethod.EXPLICIT, specialist=requested, reason=EXPLICIT_REASON, confidence=1.0
-            )
+        # (A requested specialist of the catalog never gets here: ``handle`` records it at once.)
         # The API validated the name against its own catalog; this broker's catalog differs (a rollout in
         # progress). Retrying cannot help, and silently routing elsewhere would ignore the client.
         error = {
@@ -205,11 +237,17 @@ class IntakeHandler:
                 task.routing.method.value,
                 task.routing.specialist,
             )
-            await self._publish(message, task, task.routing)
+            await self._publish(message, task.routing, task.deadline, task.timeout_seconds)
             return
         log.info("ignoring duplicate intake message for task %s (status %s)", task.id, task.status.value)
 
-    async def _publish(self, message: IntakeMessage, task: TaskRecord, decision: RoutingDecision) -> None:
+    async def _publish(
+        self,
+        message: IntakeMessage,
+        decision: RoutingDecision,
+        deadline: datetime | None,
+        timeout_seconds: float | None,
+    ) -> None:
         work = WorkMessage(
             task_id=message.task_id,
             traceparent=message.traceparent,
@@ -219,8 +257,8 @@ class IntakeHandler:
             metadata=message.metadata,
             # The message's limits, else the task's (an intake message re-sent by the API's sweeper may
             # not carry them).
-            deadline=message.deadline or task.deadline,
-            timeout_seconds=message.timeout_seconds or task.timeout_seconds,
+            deadline=message.deadline or deadline,
+            timeout_seconds=message.timeout_seconds or timeout_seconds,
         )
         # Confirmed and mandatory: the handler returns (and the intake message is acked) only once the
         # specialist queue holds the message. A transient failure goes through the delay path above.

@@ -34,6 +34,7 @@ from taskyard_worker.flights import Flight, Source, StopReason
 from taskyard_worker.outcomes import Outcomes
 from taskyard_worker.runtime import Agent
 from taskyard_worker.settings import WorkerSettings
+from taskyard_worker.starts import StartBatcher
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class WorkHandler:
         self.last_activity = time.monotonic()
         self._activity = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._starts = StartBatcher(store, owner=owner, lease_seconds=settings.lease_seconds)
         self._record = Outcomes(spec, settings, store, agent, publisher, topology, owner, count=self._outcome)
 
     def consumer(self, source: Source) -> Callable[[WorkMessage, AbstractIncomingMessage], Awaitable[None]]:
@@ -213,12 +215,7 @@ class WorkHandler:
         loop = asyncio.get_running_loop()
         waiting_since: float | None = None
         while True:
-            result = await self._store.start(
-                message.task_id,
-                owner=self.owner,
-                lease_seconds=self._settings.lease_seconds,
-                attempt=message.attempt,
-            )
+            result = await self._starts.start(message.task_id, message.attempt)
             if result.outcome is not StartOutcome.LEASED or flight.source is not Source.QUARANTINE:
                 return result
             # In quarantine, a message whose task is leased waits here instead of going round again: only

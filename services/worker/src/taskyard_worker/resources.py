@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiormq
-import openai
 from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustChannel, AbstractRobustConnection
 
 from taskyard_common.amqp import Publisher, connect
 from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_catalog
 from taskyard_common.health import HealthServer
-from taskyard_common.llm import make_client
+from taskyard_common.llm import ClientPool
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.topology import Topology, declare, work_queue_arguments
 from taskyard_worker.settings import ServiceSettings
@@ -92,7 +91,7 @@ class Resources:
     catalog: Catalog
     spec: SpecialistSpec
     tools: ToolRegistry
-    llm: openai.AsyncOpenAI
+    llm: ClientPool
     store: TaskStore
     connection: AbstractRobustConnection
     # The main queue's channel (prefetch = concurrency), the quarantine queue's (prefetch 1) and the
@@ -142,8 +141,9 @@ class Resources:
                 await warn_on_broker_cancel(robust, what)  # type: ignore[arg-type]  # connect() makes robust ones
             publisher = await Publisher.open(connection, settings.amqp)
             stack.push_async_callback(publisher.close)
-            # One LLM client (one connection pool) per process, shared by every task.
-            llm = make_client(settings.llm)
+            # One set of LLM clients per process, shared by every task, with a keep-alive connection for
+            # each task that may be in flight (see ``ClientPool`` for why several clients).
+            llm = ClientPool.create(settings.llm, concurrency=spec.concurrency)
             stack.push_async_callback(llm.close)
             tools = ToolRegistry.build(spec.tools, settings.worker)
             stack.push_async_callback(tools.close)

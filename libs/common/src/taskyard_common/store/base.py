@@ -82,6 +82,14 @@ class StartResult:
     lease_remaining_seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class RoutedTask:
+    """What ``route`` returns once the decision is recorded: the task's limits, for its work message."""
+
+    deadline: datetime | None
+    timeout_seconds: float | None
+
+
 class DeadLetterRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -181,9 +189,25 @@ class TaskStore(Protocol):
         """pending → queued with the decision; False when the task is no longer pending."""
         ...
 
+    async def route(
+        self, task_id: UUID, decision: RoutingDecision, deadline: datetime | None = None
+    ) -> RoutedTask | None:
+        """pending → queued with the decision, in one statement, unless the task's deadline (else
+        ``deadline``) has passed. None when it did not apply: not pending any more, unknown, or expired
+        (the caller reads the task to tell which)."""
+        ...
+
     async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
         """Take the task's lease: queued/retrying (or running with an expired lease, or already ours) →
         running. Checks cancellation and the deadline first."""
+        ...
+
+    async def start_many(
+        self, attempts: dict[UUID, int], *, owner: str, lease_seconds: float
+    ) -> dict[UUID, TaskRecord]:
+        """``start``'s usual case for many tasks (task id → message attempt) in one statement: those queued or
+        retrying, not cancelled, not past their deadline and not locked by another transaction become
+        running under ``owner``'s lease. Returns the started ones; the rest need ``start``."""
         ...
 
     async def heartbeat(

@@ -1,4 +1,5 @@
-"""Leases and the transitions around running a task: start, heartbeat, retry, hand-back, cancel, reclaim.
+"""Leases and the transitions around running a task: route, start, heartbeat, retry, hand-back, cancel,
+reclaim.
 
 A worker that starts a task takes a lease (owner + expiry) and extends it with a heartbeat while the task
 runs. Every transition out of ``running`` is conditional on the lease owner, so a worker that lost its
@@ -11,14 +12,69 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from taskyard_common.messages import TERMINAL_STATUSES, TaskStatus, Usage
+from taskyard_common.messages import TERMINAL_STATUSES, RoutingDecision, TaskStatus, Usage
 from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, to_record
-from taskyard_common.store.base import StartOutcome, StartResult, TaskRecord
+from taskyard_common.store.base import RoutedTask, StartOutcome, StartResult, TaskRecord
 from taskyard_common.store.dead_letters import UPSERT_DEAD_LETTER
+
+# The common start, one statement: a queued (or retrying) task, neither cancelled nor past its deadline,
+# becomes running under ``owner``'s lease. Anything else (a duplicate, a lease held elsewhere, a cancel, an
+# expired deadline, a dead worker's task taken over) takes the locked read in ``start``'s transaction.
+_START_FAST = (
+    "UPDATE tasks SET status = 'running', attempts = GREATEST(attempts, $3), lease_owner = $2,"
+    " message_settled = false,"
+    " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
+    " started_at = clock_timestamp(), updated_at = clock_timestamp()"
+    " WHERE id = $1 AND status IN ('queued', 'retrying') AND cancel_requested_at IS NULL"
+    f" AND (deadline IS NULL OR deadline >= clock_timestamp()) RETURNING {COLUMNS}"
+)
+# The same for many tasks at once (the deliveries a worker got together), rows locked in id order and rows
+# locked by anyone else skipped (they take ``start``'s own path): concurrent batches never deadlock.
+_START_MANY = (
+    "WITH ready AS (SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND status IN ('queued', 'retrying')"
+    " AND cancel_requested_at IS NULL AND (deadline IS NULL OR deadline >= clock_timestamp())"
+    " ORDER BY id FOR UPDATE SKIP LOCKED)"
+    " UPDATE tasks AS t SET status = 'running', attempts = GREATEST(t.attempts, b.attempt), lease_owner = $3,"
+    " message_settled = false,"
+    " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
+    " started_at = clock_timestamp(), updated_at = clock_timestamp()"
+    " FROM ready JOIN unnest($1::uuid[], $2::int[]) AS b(id, attempt) ON b.id = ready.id"
+    " WHERE t.id = ready.id RETURNING " + ", ".join(f"t.{c.strip()}" for c in COLUMNS.split(","))
+)
+# pending → queued with the decision, unless the deadline (the row's, else the message's: $4) has passed.
+_ROUTE = (
+    "UPDATE tasks SET status = 'queued', specialist = $2, routing = $3,"
+    " routed_at = clock_timestamp(), updated_at = clock_timestamp()"
+    " WHERE id = $1 AND status = 'pending'"
+    " AND (COALESCE(deadline, $4::timestamptz) IS NULL OR COALESCE(deadline, $4::timestamptz) > clock_timestamp())"
+    " RETURNING deadline, timeout_seconds"
+)
 
 
 class LeaseQueries(PoolStore):
+    async def route(
+        self, task_id: UUID, decision: RoutingDecision, deadline: datetime | None = None
+    ) -> RoutedTask | None:
+        row = await self._fetchrow(
+            _ROUTE, task_id, decision.specialist, decision.model_dump(mode="json"), deadline
+        )
+        if row is None:
+            return None
+        return RoutedTask(deadline=row["deadline"], timeout_seconds=row["timeout_seconds"])
+
+    async def start_many(
+        self, attempts: dict[UUID, int], *, owner: str, lease_seconds: float
+    ) -> dict[UUID, TaskRecord]:
+        if not attempts:
+            return {}
+        rows = await self._fetch(_START_MANY, list(attempts), list(attempts.values()), owner, lease_seconds)
+        return {row["id"]: to_record(row) for row in rows}
+
     async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
+        # One round trip for the usual case instead of four (BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT).
+        fast = await self._fetchrow(_START_FAST, task_id, owner, attempt, lease_seconds)
+        if fast is not None:
+            return StartResult(StartOutcome.STARTED, to_record(fast))
         async with self._transaction() as conn:
             row = await conn.fetchrow(
                 "SELECT status, lease_owner, deadline, cancel_requested_at, clock_timestamp() AS now,"
