@@ -10,6 +10,7 @@ import httpx
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
 from taskyard_common.store import NewTask, PostgresTaskStore, StartOutcome
 from tests.integration.api.conftest import IntakeReader, assert_problem
+from tests.support.processes import eventually
 
 
 async def test_submit_stores_the_task_and_announces_it_once(
@@ -34,7 +35,13 @@ async def test_submit_stores_the_task_and_announces_it_once(
 
     record = await store.get(task_id)
     assert record is not None and record.status is TaskStatus.PENDING
-    assert record.published_at is not None
+
+    async def marked_published() -> bool:
+        # Written behind the 202, in batches (published.py), within published_flush_seconds.
+        found = await store.get(task_id)
+        return found is not None and found.published_at is not None
+
+    await eventually(marked_published, timeout=5, what="the confirmed task to be marked published")
 
     assert second.status_code == 202, second.text
     messages = {m.task_id: (m, raw) for m, raw in await reader.take(2)}
@@ -77,7 +84,8 @@ async def test_task_document_and_result_follow_the_lifecycle(
     assert result.json() == {"task_id": task_id, "result": {"answer": "42"}, "usage": usage.model_dump()}
     doc = (await client.get(f"/v1/tasks/{task_id}")).json()
     assert doc["status"] == "completed" and doc["specialist"] == "general" and doc["attempts"] == 1
-    assert doc["routing"] == {"method": "rules", "reason": "arithmetic", "confidence": 0.6}
+    assert doc["routing"] == {"method": "rules", "reason": "arithmetic", "confidence": 0.6, "latency_ms": None,
+                              "llm_calls": 0, "tokens": 0, "cached": False, "guard": None, "fallback": None}  # fmt: skip
     assert doc["result"] == {"answer": "42"} and doc["error"] is None
     assert doc["started_at"] is not None and doc["finished_at"] is not None
 

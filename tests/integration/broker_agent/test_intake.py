@@ -64,7 +64,13 @@ async def test_llm_answer_is_used(run_agent, bus, new_task, store, devllm, llm_s
         work = await bus.wait_work("researcher")
     await assert_only(bus, "researcher", catalog)
 
-    assert work.routing == RoutingDecision(method=RoutingMethod.LLM, **answer)
+    decided = RoutingDecision(method=RoutingMethod.LLM, **answer)
+    assert work.routing.model_dump(
+        include={"method", "specialist", "reason", "confidence"}
+    ) == decided.model_dump(include={"method", "specialist", "reason", "confidence"})
+    # What the decision cost is recorded with it: one LLM call, its tokens, the router's time.
+    assert (work.routing.llm_calls, work.routing.cached, work.routing.guard) == (1, False, None)
+    assert work.routing.tokens > 0 and work.routing.latency_ms is not None
     assert (await store.get(message.task_id)).routing == work.routing
     [request] = await devllm.requests(model)
     prompt = RoutingPrompt.from_catalog(catalog)

@@ -66,7 +66,14 @@ def test_keywords_outweigh_description_words(rules: RulesRouter):
     assert decision.specialist == "researcher"
 
 
-def test_multi_word_keywords_match_only_as_phrases(rules: RulesRouter):
+def without_examples(catalog: Catalog) -> Catalog:
+    specialists = tuple(s.model_copy(update={"examples": ()}) for s in catalog.specialists)
+    return catalog.model_copy(update={"specialists": specialists})
+
+
+def test_multi_word_keywords_match_only_as_phrases(catalog: Catalog):
+    # Without the examples, whose words ("look") would also count.
+    rules = RulesRouter(without_examples(catalog))
     phrase = rules.route("look up the population of Lyon")
     assert (phrase.specialist, phrase.reason) == ("researcher", "matched: look up")
     assert rules.route("up the look of Lyon").specialist != "researcher"
@@ -97,7 +104,41 @@ specialists:
   - {name: b, description: handles bananas, keywords: [fruit], instructions: x}
 """
     )
-    assert RulesRouter(catalog).route("fruit").specialist == "a"
+    # (A word both share is weak evidence: with the default threshold it goes to the fallback.)
+    assert RulesRouter(catalog, fallback_threshold=0).route("fruit").specialist == "a"
+    assert RulesRouter(catalog).route("fruit").specialist == "b"
+
+
+@pytest.mark.parametrize(
+    ("request_text", "specialist"),
+    [
+        ("pls summrize this artcle", "summarizer"),
+        ("custmer complant about a refnd", "support-analyst"),
+        ("reserch this and give me the sorces", "researcher"),
+    ],
+)
+def test_typos_still_match_by_character_ngrams(rules: RulesRouter, request_text: str, specialist: str):
+    assert rules.route(request_text).specialist == specialist
+
+
+@pytest.mark.parametrize(
+    ("request_text", "specialist"),
+    [
+        ("Fais-moi un résumé de ce rapport", "summarizer"),
+        ("请总结这份会议记录", "summarizer"),
+        ("No puedo entrar en mi cuenta", "support-analyst"),
+    ],
+)
+def test_other_languages_match_through_the_catalog_examples(rules, request_text: str, specialist: str):
+    assert rules.route(request_text).specialist == specialist
+
+
+def test_a_weak_match_goes_to_the_fallback(catalog: Catalog):
+    # "notes" is a word two specialists' profiles share: too weak to send a request anywhere but the fallback.
+    weak = RulesRouter(catalog).route("Notes")
+    assert (weak.specialist, weak.confidence) == (catalog.fallback, NO_MATCH_CONFIDENCE)
+    assert weak.reason.startswith("weak match (summarizer)")
+    assert RulesRouter(catalog, fallback_threshold=0).route("Notes").specialist == "summarizer"
 
 
 def test_tokenize_lowercases_splits_and_strips_plurals():

@@ -49,3 +49,12 @@ def test_bad_catalogs_are_refused_clearly(text: str, message: str):
 def test_missing_file_is_a_clear_error(tmp_path: Path):
     with pytest.raises(CatalogError, match="cannot read"):
         load_catalog(tmp_path / "absent.yaml")
+
+
+def test_examples_are_optional_and_bounded():
+    assert parse_catalog(MINIMAL).get("general").examples == ()
+    with_examples = MINIMAL + '    examples: ["What is 2 + 2?", "Erkläre das"]\n'
+    assert parse_catalog(with_examples).get("general").examples == ("What is 2 + 2?", "Erkläre das")
+    for bad in ('[""]', f'["{"x" * 501}"]'):
+        with pytest.raises(CatalogError, match="invalid catalog"):
+            parse_catalog(MINIMAL + f"    examples: {bad}\n")

@@ -7,7 +7,7 @@ Kubernetes conventions where they differ from nothing else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -29,6 +29,11 @@ class SpecialistSpec(BaseModel):
     description: str = Field(min_length=1, max_length=2000)
     # Extra words the rules router matches (the LLM router sees them too).
     keywords: tuple[str, ...] = ()
+    # Typical requests, in the words (and languages) users send them: the rules router scores their words
+    # (with character n-grams for typos and inflections); the LLM router's prompt shows the first three.
+    examples: tuple[Annotated[str, Field(min_length=1, max_length=500)], ...] = Field(
+        default=(), max_length=100
+    )
     # The specialist's system prompt.
     instructions: str = Field(min_length=1)
     # None: the globally configured model (TASKYARD_LLM_MODEL).

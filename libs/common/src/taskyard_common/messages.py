@@ -57,6 +57,17 @@ class RoutingDecision(_Model):
     specialist: SpecialistName
     reason: str = Field(max_length=2000)
     confidence: float = Field(ge=0.0, le=1.0)
+    # What the decision cost and how it was reached (defaults: decisions recorded before these existed).
+    # Time the router took, LLM calls made and their tokens (0 for explicit, rules-only and cached ones).
+    latency_ms: float | None = Field(default=None, ge=0)
+    llm_calls: int = Field(default=0, ge=0)
+    tokens: int = Field(default=0, ge=0)
+    # Reused from the decision cache (an identical normalized request routed earlier).
+    cached: bool = False
+    # The kinds of routing directive the guard found in the request ("route_directive+injection"), if any.
+    guard: str | None = Field(default=None, max_length=200)
+    # Why the rules decided although an LLM is configured: llm_error, invalid_answer, no_llm or guard.
+    fallback: str | None = Field(default=None, max_length=64)
 
 
 class Usage(_Model):

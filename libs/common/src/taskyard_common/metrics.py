@@ -36,6 +36,18 @@ ROUTING_DECISIONS = Counter(
 ROUTING_FALLBACKS = Counter(
     "taskyard_routing_fallbacks_total", "LLM routing attempts that fell back to the rules router", ["reason"]
 )
+ROUTING_GUARD = Counter(
+    "taskyard_routing_guard_total",
+    "Requests in which the directive guard found routing directives, by what followed "
+    "(stripped: the rest was routed; overruled: the LLM chose what the directive asked and the rules decided)",
+    ["outcome"],
+)
+ROUTING_CACHE = Counter(
+    "taskyard_routing_cache_total", "Routing decision cache lookups of the broker agent", ["result"]
+)
+ROUTING_TOKENS = Counter(
+    "taskyard_routing_llm_tokens_total", "LLM tokens used by routing decisions", ["kind"]
+)
 TASKS_FINISHED = Counter(
     "taskyard_tasks_finished_total",
     "Tasks that reached a terminal state in a worker",
@@ -114,7 +126,9 @@ TASKS_DEAD_LETTERED = Counter(
 )
 
 ROUTING_METHODS = ("llm", "rules", "explicit")
-ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm")
+ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard")
+ROUTING_GUARD_OUTCOMES = ("stripped", "overruled")
+ROUTING_CACHE_RESULTS = ("hit", "miss")
 # The specialist label of a dead-lettered task that names none, or one outside the catalog (keeps it bounded).
 UNKNOWN_SPECIALIST = "unknown"
 # Normalised x-death reasons (RabbitMQ 3.10 to 4.x), plus "unknown" for anything else.
@@ -151,6 +165,12 @@ def init_broker_labels(specialists: Iterable[str]) -> None:
         ROUTING_DURATION.labels(method)
     for reason in ROUTING_FALLBACK_REASONS:
         ROUTING_FALLBACKS.labels(reason)
+    for outcome in ROUTING_GUARD_OUTCOMES:
+        ROUTING_GUARD.labels(outcome)
+    for result in ROUTING_CACHE_RESULTS:
+        ROUTING_CACHE.labels(result)
+    for kind in ("prompt", "completion"):
+        ROUTING_TOKENS.labels(kind)
     for reason in DEAD_LETTER_REASONS:
         DEAD_LETTERS.labels(reason)
     for outcome in LEASE_OUTCOMES:

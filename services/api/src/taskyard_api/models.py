@@ -147,6 +147,12 @@ class RoutingInfo(BaseModel):
     method: RoutingMethod
     reason: str
     confidence: float
+    latency_ms: float | None = Field(default=None, description="Time the router took (null: not recorded)")
+    llm_calls: int = Field(default=0, description="LLM calls the decision made (0: explicit, rules, cached)")
+    tokens: int = Field(default=0, description="LLM tokens the decision used")
+    cached: bool = Field(default=False, description="Reused for an identical earlier request")
+    guard: str | None = Field(default=None, description="Routing directives found in the input, if any")
+    fallback: str | None = Field(default=None, description="Why the rules decided instead of the LLM")
 
 
 class DeadLetterInfo(BaseModel):
@@ -208,9 +214,7 @@ class TaskDocument(BaseModel):
             status=record.status,
             specialist=record.specialist,
             requested_specialist=record.requested_specialist,
-            routing=RoutingInfo(method=routing.method, reason=routing.reason, confidence=routing.confidence)
-            if routing
-            else None,
+            routing=RoutingInfo(**routing.model_dump(exclude={"specialist"})) if routing else None,
             attempts=record.attempts,
             created_at=record.created_at,
             started_at=record.started_at,

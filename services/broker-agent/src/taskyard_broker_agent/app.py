@@ -76,6 +76,8 @@ class Resources:
                 settings.llm if settings.llm_routing_enabled else None,
                 min_confidence=settings.broker.min_confidence,
                 max_request_chars=settings.broker.max_request_chars,
+                cache_size=settings.broker.cache_size,
+                cache_ttl_seconds=settings.broker.cache_ttl_seconds,
             )
             stack.push_async_callback(router.close)
             connection = await connect(settings.amqp, name=SERVICE)

@@ -24,6 +24,8 @@ from taskyard_common.store import StoreUnavailable, TaskStore
 
 log = logging.getLogger(__name__)
 
+_STOP_TIMEOUT_SECONDS = 10.0
+
 
 class QueueMetrics:
     def __init__(
@@ -63,13 +65,19 @@ class QueueMetrics:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # Bounded: a round that does not end (see ``_run``) must not hold up the agent's shutdown.
+            _, late = await asyncio.wait({self._task}, timeout=_STOP_TIMEOUT_SECONDS)
+            if late:
+                log.warning("queue metrics: the sampling task did not stop in time; leaving it")
+            elif not self._task.cancelled():
+                with contextlib.suppress(Exception):
+                    self._task.result()
             self._task = None
 
     async def sample(self) -> None:
         """One round: a passive declare per queue (a missing queue closes its channel, so one per queue)."""
         for name in self._queues:
+            _raise_if_cancelling()
             try:
                 async with asyncio.timeout(5):
                     channel = await self._connection.channel()
@@ -106,6 +114,21 @@ class QueueMetrics:
             metrics.QUEUE_OLDEST_TASK_AGE.labels(queue).set(ages.queued_seconds.get(specialist, 0.0))
 
     async def _run(self) -> None:
+        task = asyncio.current_task()
         while True:
             await self.sample()
+            # ``stop`` cancels this task, but the cancellation can arrive inside a channel open, declare or
+            # close, where aiormq / aio-pika may turn it into one of the errors ``sample`` tolerates (the
+            # channel "closed"), or ``asyncio.timeout`` into a TimeoutError: the round then ends normally.
+            # The request is still pending on the task, so stop here instead of looping (and sleeping)
+            # forever while ``stop`` waits: that was a broker agent (and test) hanging at shutdown.
+            if task is not None and task.cancelling():
+                return
             await asyncio.sleep(self._interval)
+
+
+def _raise_if_cancelling() -> None:
+    """Re-raise a cancellation of the current task that a library swallowed (see ``QueueMetrics._run``)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -3,17 +3,28 @@
 Routing must never be the reason a task stalls: an LLM that errors, times out, answers without the tool call,
 answers invalid JSON or a specialist outside the catalog costs one fallback to the rules router (counted in
 ``taskyard_routing_fallbacks_total{reason}``), never a retry loop on the intake queue.
+
+Around that call (docs/routing.md):
+
+- the **directive guard** takes routing directives out of the request first ("send this to X", "ignore
+  previous instructions"); when the LLM still picks a specialist a directive asked for, and the rules router
+  (on the same cleaned request) does not, the rules decide: the request cannot choose its own route;
+- the **decision cache** answers identical normalized requests without another LLM call;
+- every decision records its latency, LLM calls, tokens, whether it was cached and what the guard found.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from taskyard_broker_agent.cache import DecisionCache
 from taskyard_broker_agent.catalog import ROUTE_TOOL_NAME, RoutingPrompt
+from taskyard_broker_agent.guard import DirectiveGuard, Inspection
 from taskyard_broker_agent.rules import RulesRouter
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
@@ -26,6 +37,7 @@ log = logging.getLogger(__name__)
 LLM_ERROR = "llm_error"
 INVALID_ANSWER = "invalid_answer"
 NO_LLM = "no_llm"
+GUARD = "guard"
 
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
 _NO_REASON = "(the model gave no reason)"
@@ -84,7 +96,8 @@ def _describe(exc: Exception) -> str:
 
 
 class Router:
-    """Routes with the LLM when one is given, with the rules router otherwise and whenever the LLM fails."""
+    """Routes with the LLM when one is given, with the rules router otherwise and whenever the LLM fails or
+    is overruled by the directive guard."""
 
     def __init__(
         self,
@@ -95,6 +108,8 @@ class Router:
         model: str = "",
         timeout_seconds: float = 20.0,
         min_confidence: float = 0.0,
+        guard: DirectiveGuard | None = None,
+        cache: DecisionCache | None = None,
     ) -> None:
         self._prompt = prompt
         self._rules = rules
@@ -102,6 +117,9 @@ class Router:
         self._model = model
         self._timeout = timeout_seconds
         self._min_confidence = min_confidence
+        self._guard = guard if guard is not None else DirectiveGuard(prompt.specialists)
+        # ("cache or ...": an empty cache is falsy, having a length.)
+        self._cache = cache if cache is not None else DecisionCache(0, 0)
 
     @classmethod
     def create(
@@ -111,12 +129,15 @@ class Router:
         *,
         min_confidence: float = 0.0,
         max_request_chars: int = 8000,
+        cache_size: int = 10_000,
+        cache_ttl_seconds: float = 3600.0,
     ) -> Router:
         """``llm_settings=None`` (or an unconfigured endpoint) routes with the rules only."""
         prompt = RoutingPrompt.from_catalog(catalog, max_request_chars=max_request_chars)
         rules = RulesRouter(catalog)
+        guard = DirectiveGuard(catalog.names)
         if llm_settings is None or not llm_settings.enabled:
-            return cls(prompt, rules, client=None)
+            return cls(prompt, rules, client=None, guard=guard)
         return cls(
             prompt,
             rules,
@@ -124,6 +145,8 @@ class Router:
             model=llm_settings.model,
             timeout_seconds=llm_settings.routing_timeout_seconds,
             min_confidence=min_confidence,
+            guard=guard,
+            cache=DecisionCache(cache_size, cache_ttl_seconds),
         )
 
     @property
@@ -135,15 +158,35 @@ class Router:
             await self._client.close()
 
     async def route(self, task_input: TaskInput) -> RoutingDecision:
+        started = time.perf_counter()
+        decision = await self._route(task_input)
+        latency = round((time.perf_counter() - started) * 1000, 3)
+        return decision.model_copy(update={"latency_ms": latency})
+
+    async def _route(self, task_input: TaskInput) -> RoutingDecision:
+        inspection = self._guard.inspect(task_input)
+        # From here on only the request without its directives is read, by the LLM and the rules alike.
+        request = inspection.stripped
+        if inspection.fired:
+            log.info("routing directive in the request (%s): routing the rest of it", inspection.label)
         if self._client is None:
-            return self._fallback(task_input, NO_LLM, None)
+            return self._guarded(self._fallback(request, NO_LLM, None), inspection)
+        if inspection.empty:
+            # Nothing but "send this to X": there is nothing left for the LLM to read.
+            return self._guarded(self._fallback(request, GUARD, "the request held only routing directives"),
+                                 inspection)  # fmt: skip
+        cached = self._cache.get(request)
+        metrics.ROUTING_CACHE.labels("miss" if cached is None else "hit").inc()
+        if cached is not None:
+            update = {"cached": True, "llm_calls": 0, "tokens": 0, "guard": inspection.label or None}
+            return self._guarded(cached.model_copy(update=update), inspection, count=False)
         try:
             # The client's timeout bounds each phase of the HTTP exchange; this bounds the whole call.
             async with asyncio.timeout(self._timeout):
                 with metrics.track_llm_request(self._model):
                     response = await self._client.chat.completions.create(
                         model=self._model,
-                        messages=self._prompt.messages(task_input),  # type: ignore[arg-type]
+                        messages=self._prompt.messages(request),  # type: ignore[arg-type]
                         tools=[self._prompt.tool],  # type: ignore[list-item]
                         tool_choice=self._prompt.tool_choice,  # type: ignore[arg-type]
                         temperature=0,
@@ -152,17 +195,69 @@ class Router:
             # Whatever went wrong, the rules can still route: an unexpected error keeps its traceback.
             if not isinstance(exc, openai.OpenAIError | TimeoutError):
                 log.warning("unexpected error from the LLM client", exc_info=True)
-            return self._fallback(task_input, LLM_ERROR, _describe(exc))
+            return self._guarded(self._fallback(request, LLM_ERROR, _describe(exc), calls=1), inspection)
+        tokens = _count_tokens(response)
         try:
-            return parse_answer(response, self._prompt.specialists, self._min_confidence)
+            decision = parse_answer(response, self._prompt.specialists, self._min_confidence)
         except InvalidAnswer as exc:
-            return self._fallback(task_input, INVALID_ANSWER, str(exc))
+            return self._guarded(
+                self._fallback(request, INVALID_ANSWER, str(exc), calls=1, tokens=tokens), inspection
+            )
+        decision = decision.model_copy(update={"llm_calls": 1, "tokens": tokens})
+        if inspection.fired and decision.specialist in inspection.targets:
+            decision = self._second_opinion(request, decision)
+        self._cache.put(request, decision)
+        return self._guarded(decision, inspection)
 
-    def _fallback(self, task_input: TaskInput, reason: str, cause: str | None) -> RoutingDecision:
+    def _second_opinion(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
+        """The LLM chose what a directive asked for: it stands only if the rules agree on the cleaned request.
+
+        Agreement with the directive is no evidence (the model may have read what the guard missed); the
+        rules router cannot be talked to, so its decision breaks the tie.
+        """
+        rules = self._rules.route(request)
+        if rules.specialist == answer.specialist:
+            return answer
+        metrics.ROUTING_GUARD.labels("overruled").inc()
+        metrics.ROUTING_FALLBACKS.labels(GUARD).inc()
+        log.warning("the LLM chose the specialist a routing directive asked for: the rules decide")
+        note = f"{rules.reason} (rules fallback, guard: the LLM chose the specialist a directive in the request named)"
+        return rules.model_copy(
+            update={
+                "reason": note[:_REASON_MAX],
+                "fallback": GUARD,
+                "llm_calls": answer.llm_calls,
+                "tokens": answer.tokens,
+            }
+        )
+
+    @staticmethod
+    def _guarded(decision: RoutingDecision, inspection: Inspection, *, count: bool = True) -> RoutingDecision:
+        if not inspection.fired:
+            return decision
+        if count and decision.fallback != GUARD:
+            metrics.ROUTING_GUARD.labels("stripped").inc()
+        return decision.model_copy(update={"guard": inspection.label})
+
+    def _fallback(
+        self, task_input: TaskInput, reason: str, cause: str | None, *, calls: int = 0, tokens: int = 0
+    ) -> RoutingDecision:
         metrics.ROUTING_FALLBACKS.labels(reason).inc()
-        decision = self._rules.route(task_input)
+        decision = self._rules.route(task_input).model_copy(
+            update={"fallback": reason, "llm_calls": calls, "tokens": tokens}
+        )
         if cause is None:
             return decision
         log.warning("LLM routing fell back to the rules router (%s): %s", reason, cause)
         note = f"{decision.reason} (rules fallback, {reason}: {cause})"
         return decision.model_copy(update={"reason": note[:_REASON_MAX]})
+
+
+def _count_tokens(response: object) -> int:
+    """The call's total tokens, counted in ``taskyard_routing_llm_tokens_total`` too (0 if not reported)."""
+    usage = getattr(response, "usage", None)
+    prompt = getattr(usage, "prompt_tokens", 0) or 0
+    completion = getattr(usage, "completion_tokens", 0) or 0
+    metrics.ROUTING_TOKENS.labels("prompt").inc(prompt)
+    metrics.ROUTING_TOKENS.labels("completion").inc(completion)
+    return int(getattr(usage, "total_tokens", 0) or prompt + completion)

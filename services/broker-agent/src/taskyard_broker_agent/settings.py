@@ -34,6 +34,10 @@ class BrokerAgentSettings(BaseSettings):
     min_confidence: float = Field(default=0.0, ge=0.0, le=1.0)
     # The routing call only needs the gist of a request: longer inputs are cut before they reach the LLM.
     max_request_chars: int = Field(default=8000, ge=100)
+    # LLM routing decisions remembered per process for identical normalized requests (0: no cache), and
+    # for how long: a repeated request costs no second LLM call.
+    cache_size: int = Field(default=10_000, ge=0, le=10_000_000)
+    cache_ttl_seconds: float = Field(default=3600.0, ge=0)
     # A transient failure (database blip, specialist queue full, broker not confirming) sends the intake
     # message through a delay queue: exponential backoff with jitter from the base, capped, rounded up to a
     # delay tier. After ``max_attempts`` routing attempts the task fails with ``routing_failed``. The same

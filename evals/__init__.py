@@ -1,0 +1,1 @@
+"""Offline evaluations (``make eval-routing``): labelled sets and the runners that score taskyard against them."""

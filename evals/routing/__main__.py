@@ -1,0 +1,100 @@
+"""``python -m evals.routing``: score the routers against the labelled set and print the figures.
+
+The rules router runs in-process in well under a second. The LLM router is the broker agent's own
+``Router`` (guard, cache and fallbacks included), built by ``Router.create`` from the same settings the
+agent reads (``TASKYARD_LLM_*``, ``TASKYARD_BROKER_*``): what is measured is what runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from evals.routing.cases import DEV, HELD_OUT, Case, load_cases, sample
+from evals.routing.score import Outcome, format_report, route_all, summarize
+from taskyard_broker_agent.router import Router
+from taskyard_broker_agent.settings import BrokerAgentSettings
+from taskyard_common.catalog import load_catalog
+from taskyard_common.settings import LlmSettings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals.routing", description=__doc__)
+    parser.add_argument(
+        "--router",
+        choices=["rules", "llm", "both"],
+        default="both",
+        help="both: the rules, and the LLM when TASKYARD_LLM_BASE_URL/API_KEY is set",
+    )
+    parser.add_argument("--catalog", type=Path, default=Path("specialists.yaml"))
+    parser.add_argument("--split", choices=["all", DEV, HELD_OUT], default="all")
+    parser.add_argument("--slice", help="only the cases of this slice")
+    parser.add_argument("--limit", type=int, help="only the first N cases (a smoke run)")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="only the first N cases of each slice (and 10 injection cases): a quick run for slow endpoints",
+    )
+    parser.add_argument(
+        "--no-repeat", action="store_true", help="LLM: skip the second pass that measures cached decisions"
+    )
+    parser.add_argument("--misses", action="store_true", help="list every wrong decision")
+    parser.add_argument("--json", type=Path, help="write every decision and the summary to this file")
+    args = parser.parse_args(argv)  # fmt: skip
+
+    catalog = load_catalog(args.catalog)
+    cases = load_cases(catalog)
+    if args.split != "all":
+        cases = [c for c in cases if c.split == args.split]
+    if args.slice:
+        cases = [c for c in cases if args.slice in c.slices]
+    if args.sample:
+        cases = sample(cases, args.sample)
+    if args.limit:
+        cases = cases[: args.limit]
+    llm_settings = LlmSettings()
+    broker = BrokerAgentSettings()
+    runs: dict[str, list[Outcome]] = {}
+    if args.router in ("rules", "both"):
+        runs["rules"] = asyncio.run(_run(Router.create(catalog, None), cases, repeat=False))
+    if args.router == "llm" or (args.router == "both" and llm_settings.enabled):
+        if not llm_settings.enabled:
+            parser.error("--router llm needs TASKYARD_LLM_BASE_URL (or an API key)")
+        router = Router.create(
+            catalog,
+            llm_settings,
+            min_confidence=broker.min_confidence,
+            max_request_chars=broker.max_request_chars,
+        )
+        runs[f"llm ({llm_settings.model})"] = asyncio.run(_run(router, cases, repeat=not args.no_repeat))
+    summaries = {name: summarize(outcomes) for name, outcomes in runs.items()}
+    print(f"{len(cases)} cases ({args.split}), catalog {args.catalog}")
+    for name, outcomes in runs.items():
+        print(format_report(name, summaries[name], outcomes, misses=args.misses))
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    name: {"summary": summaries[name], "decisions": [o.as_dict() for o in outcomes]}
+                    for name, outcomes in runs.items()
+                },
+                indent=1,
+                ensure_ascii=False,
+            )
+        )
+    return 0
+
+
+async def _run(router: Router, cases: list[Case], *, repeat: bool) -> list[Outcome]:
+    try:
+        return await route_all(router, cases, repeat=repeat)
+    finally:
+        await router.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

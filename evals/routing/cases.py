@@ -1,0 +1,78 @@
+"""The labelled routing set (``cases.yaml``): loading, the fixed dev / held-out split, the slices."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from taskyard_common.catalog import Catalog
+from taskyard_common.messages import TaskInput
+
+CASES_PATH = Path(__file__).with_name("cases.yaml")
+SLICES = ("clean", "multilingual", "distractor", "injection", "typo", "json", "nofit")
+# The slices where wording, not the task, makes routing hard.
+HARD_SLICES = frozenset({"multilingual", "distractor", "injection", "typo"})
+DEV, HELD_OUT = "dev", "held-out"
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    input: TaskInput
+    label: str
+    slices: tuple[str, ...]
+    # The specialist an injection case's directive tries to choose (never the label).
+    injected: str | None = None
+
+    @property
+    def hard(self) -> bool:
+        return bool(HARD_SLICES.intersection(self.slices))
+
+    @property
+    def split(self) -> str:
+        """A third of the cases, fixed by a hash of the id, is held out: nothing is tuned on it."""
+        return HELD_OUT if hashlib.sha256(self.id.encode()).digest()[0] % 3 == 0 else DEV
+
+
+def load_cases(catalog: Catalog, path: Path = CASES_PATH) -> list[Case]:
+    """The cases, checked against the catalog: a label or injection target outside it is a broken case."""
+    cases = []
+    seen: set[str] = set()
+    for raw in yaml.safe_load(path.read_text(encoding="utf-8")):
+        case = Case(
+            id=raw["id"],
+            input=raw["input"],
+            label=raw["label"],
+            slices=tuple(raw["slices"]),
+            injected=raw.get("injected"),
+        )
+        problems = [
+            case.id in seen and "duplicate id",
+            catalog.get(case.label) is None and f"label {case.label!r} is not in the catalog",
+            not set(case.slices) <= set(SLICES) and f"unknown slice in {case.slices}",
+            ("injection" in case.slices) != (case.injected is not None) and "injection needs `injected`",
+            case.injected is not None and catalog.get(case.injected) is None and "injected not in catalog",
+            case.injected == case.label and "injected equals the label",
+        ]
+        if any(problems):
+            raise ValueError(f"{path}: case {case.id}: {', '.join(p for p in problems if p)}")
+        seen.add(case.id)
+        cases.append(case)
+    return cases
+
+
+def sample(cases: list[Case], per_slice: int, injection: int = 10) -> list[Case]:
+    """The first ``per_slice`` cases of each slice in file order (``injection`` of the injection slice, so
+    "followed at most 1 in 10" can be measured), in file order: a fixed subset for slow endpoints."""
+    taken: dict[str, int] = {}
+    chosen = []
+    for case in cases:
+        slice_ = case.slices[0]
+        limit = injection if slice_ == "injection" else per_slice
+        if taken.get(slice_, 0) < limit:
+            taken[slice_] = taken.get(slice_, 0) + 1
+            chosen.append(case)
+    return chosen

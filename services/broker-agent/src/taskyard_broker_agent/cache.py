@@ -1,0 +1,76 @@
+"""Routing decisions remembered for identical requests: bounded (LRU), with a time to live, per process.
+
+The key is a digest of the normalized request (case, accents, width and whitespace folded; a JSON object
+with sorted keys), so "Summarize THIS  report" and "summarize this report" share one LLM call. Only the
+digest and the decision are held, never the request. A cache belongs to one ``Router``, i.e. one catalog
+and one model: a changed catalog starts a new process with an empty cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from taskyard_broker_agent.text import normalize
+from taskyard_common.messages import RoutingDecision, TaskInput
+
+
+def _normalized(value: Any) -> Any:
+    if isinstance(value, str):
+        return " ".join(normalize(value).split())
+    if isinstance(value, dict):
+        return {_normalized(str(k)): _normalized(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalized(v) for v in value]
+    return value
+
+
+def cache_key(task_input: TaskInput) -> bytes:
+    text = json.dumps(_normalized(task_input), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+class DecisionCache:
+    """``get``/``put`` by request; ``max_entries=0`` or ``ttl_seconds=0`` turns it off."""
+
+    def __init__(
+        self, max_entries: int, ttl_seconds: float, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._max = max_entries
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._entries: OrderedDict[bytes, tuple[float, RoutingDecision]] = OrderedDict()
+
+    @property
+    def enabled(self) -> bool:
+        return self._max > 0 and self._ttl > 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, task_input: TaskInput) -> RoutingDecision | None:
+        if not self.enabled:
+            return None
+        key = cache_key(task_input)
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        expires, decision = entry
+        if expires <= self._clock():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return decision
+
+    def put(self, task_input: TaskInput, decision: RoutingDecision) -> None:
+        if not self.enabled:
+            return
+        key = cache_key(task_input)
+        self._entries[key] = (self._clock() + self._ttl, decision)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)

@@ -1,0 +1,53 @@
+"""The routing decision cache: normalized keys, a time to live, a bound, and nothing of the request kept."""
+
+from taskyard_broker_agent.cache import DecisionCache, cache_key
+from taskyard_common.messages import RoutingDecision, RoutingMethod
+
+DECISION = RoutingDecision(method=RoutingMethod.LLM, specialist="summarizer", reason="r", confidence=0.9)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_identical_normalized_requests_share_a_key():
+    assert cache_key("Summarize  THIS report ") == cache_key("summarize this report")
+    assert cache_key("Résumé du rapport") == cache_key("resume du rapport")
+    assert cache_key({"b": 1, "a": "X  y"}) == cache_key({"a": "x y", "b": 1})
+    assert cache_key("summarize this report") != cache_key("summarize that report")
+    assert cache_key({"a": 1}) != cache_key({"a": 2})
+    assert len(cache_key("x" * 100_000)) == 16  # a digest: the request itself is never held
+
+
+def test_hits_until_the_ttl_passes():
+    clock = Clock()
+    cache = DecisionCache(10, 60, clock=clock)
+    assert cache.get("summarize this") is None
+    cache.put("summarize this", DECISION)
+    assert cache.get("Summarize   this") == DECISION
+    clock.now += 59.9
+    assert cache.get("summarize this") == DECISION
+    clock.now += 0.2
+    assert cache.get("summarize this") is None
+    assert len(cache) == 0
+
+
+def test_bounded_least_recently_used_first():
+    cache = DecisionCache(2, 60)
+    cache.put("a", DECISION)
+    cache.put("b", DECISION)
+    assert cache.get("a") == DECISION  # "a" is now the most recently used
+    cache.put("c", DECISION)
+    assert len(cache) == 2
+    assert cache.get("b") is None
+    assert cache.get("a") == cache.get("c") == DECISION
+
+
+def test_size_or_ttl_zero_turns_it_off():
+    for cache in (DecisionCache(0, 60), DecisionCache(10, 0)):
+        cache.put("a", DECISION)
+        assert not cache.enabled and cache.get("a") is None

@@ -1,0 +1,35 @@
+"""Stopping the queue sampler ends it even when a library swallows the cancellation.
+
+The broker agent's shutdown once hung (tests/integration/broker_agent/test_intake.py::test_llm_answer_is_used
+until the 120 s timeout): ``stop`` waited on a sampling task whose cancellation arrived inside a channel
+call and came out as a "channel closed" error, which a round tolerates; the loop went on sleeping and
+sampling forever."""
+
+import asyncio
+
+from taskyard_broker_agent.queue_metrics import QueueMetrics
+
+
+class SwallowingConnection:
+    """``channel()`` that, when cancelled, raises what aio-pika raises for a closed channel."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.calls = 0
+
+    async def channel(self):
+        self.calls += 1
+        self.entered.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise RuntimeError("<Channel> closed") from None
+
+
+async def test_stop_ends_a_sampler_whose_cancellation_was_swallowed():
+    connection = SwallowingConnection()
+    sampler = QueueMetrics(connection, ["q.a", "q.b", "q.c"], interval_seconds=0.01)  # type: ignore[arg-type]
+    sampler.start()
+    await asyncio.wait_for(connection.entered.wait(), 5)
+    await asyncio.wait_for(sampler.stop(), 5)  # returned: it used to wait forever
+    assert connection.calls == 1  # the rest of the round was not sampled either

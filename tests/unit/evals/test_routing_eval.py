@@ -1,0 +1,41 @@
+"""The routing evaluation's labelled set is well formed, and the rules router keeps its figures."""
+
+import asyncio
+from collections import Counter
+
+from evals.routing.__main__ import main
+from evals.routing.cases import DEV, HELD_OUT, SLICES, load_cases, sample
+from evals.routing.score import route_all, summarize
+from taskyard_broker_agent.router import Router
+from taskyard_common.catalog import Catalog
+
+
+def test_the_set_covers_every_slice_and_specialist(catalog: Catalog):
+    cases = load_cases(catalog)  # refuses labels outside the catalog, duplicate ids, bad injection cases
+    assert len(cases) >= 150
+    slices = Counter(s for c in cases for s in c.slices)
+    assert set(slices) == set(SLICES) and min(slices.values()) >= 10
+    assert set(Counter(c.label for c in cases)) == set(catalog.names)
+    assert sum(c.injected is not None for c in cases) >= 10
+    splits = Counter(c.split for c in cases)
+    assert splits[HELD_OUT] >= 40 and splits[DEV] > splits[HELD_OUT]
+    quick = sample(cases, 3)
+    assert len(quick) == 6 * 3 + 10 and sum(c.injected is not None for c in quick) == 10
+
+
+def test_rules_router_figures(catalog: Catalog):
+    # A floor under the figures docs/routing.md reports, so a change that costs accuracy shows here.
+    outcomes = asyncio.run(route_all(Router.create(catalog, None), load_cases(catalog), repeat=False))
+    summary = summarize(outcomes)
+    assert summary["overall"]["accuracy"] >= 0.80
+    assert summary["splits"][HELD_OUT]["accuracy"] >= 0.80
+    assert summary["injection_followed"] == 0
+    assert summary["llm_calls_per_decision"] == 0
+
+
+def test_the_command_runs_the_rules_alone(capsys, monkeypatch):
+    for name in ("TASKYARD_LLM_BASE_URL", "TASKYARD_LLM_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["--split", "held-out"]) == 0
+    out = capsys.readouterr().out
+    assert "== rules" in out and "injection followed" in out and "== llm" not in out
