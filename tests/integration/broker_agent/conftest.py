@@ -13,12 +13,11 @@ from typing import Any
 import aio_pika
 import aiormq
 import pytest
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
+from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 from yarl import URL
 
 from taskyard_broker_agent.app import BrokerAgent
 from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
-from taskyard_common.amqp import Publisher
 from taskyard_common.messages import (
     IntakeMessage,
     RoutingDecision,
@@ -36,7 +35,8 @@ from taskyard_common.settings import (
     LogSettings,
 )
 from taskyard_common.store import NewTask, PostgresTaskStore
-from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology
+from taskyard_common.topology import INTAKE_ROUTING_KEY
+from tests.support.bus import Bus as SharedBus
 from tests.support.processes import eventually
 from tests.support.tcp_proxy import TcpProxy
 
@@ -89,26 +89,11 @@ def run_agent(
     return run
 
 
-class Bus:
-    """The test's side of the broker: sends intake messages, reads the specialist and dead-letter queues."""
-
-    def __init__(
-        self,
-        connection: AbstractConnection,
-        channel: AbstractChannel,
-        publisher: Publisher,
-        topology: Topology,
-    ) -> None:
-        self.connection = connection
-        self.channel = channel
-        self.publisher = publisher
-        self.topology = topology
+class Bus(SharedBus):
+    """Sends intake messages, reads the specialist and dead-letter queues."""
 
     async def send(self, message: IntakeMessage) -> None:
         await self.publisher.publish(self.topology.intake_exchange, INTAKE_ROUTING_KEY, message)
-
-    async def send_work(self, work: WorkMessage) -> None:
-        await self.publisher.publish(self.topology.tasks_exchange, work.specialist, work)
 
     async def fill(self, specialist: str, max_length: int) -> int:
         """Fill a specialist queue until the broker refuses a publish (``reject-publish``); returns how many
@@ -171,23 +156,11 @@ class Bus:
         body = await self.wait_body(self.topology.specialist_queue(specialist))
         return WorkMessage.model_validate_json(body)
 
-    async def count(self, queue_name: str) -> int:
-        declared = await self.channel.declare_queue(queue_name, passive=True)
-        return declared.declaration_result.message_count or 0
-
 
 @pytest.fixture
 async def bus(amqp_settings: AmqpSettings, test_id: str) -> AsyncIterator[Bus]:
-    connection = await aio_pika.connect(
-        amqp_settings.url.get_secret_value(), client_properties={"connection_name": f"test {test_id}"}
-    )
-    try:
-        channel = await connection.channel()
-        publisher = await Publisher.open(connection, amqp_settings)
-        yield Bus(connection, channel, publisher, Topology(amqp_settings.prefix))
-        await publisher.close()
-    finally:
-        await connection.close()
+    async with Bus.open(amqp_settings, test_id) as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ async def test_rejected_work_message_is_recorded(run_agent, bus, routed_task, st
     assert [d.task_id for d in listed] == [work.task_id]
     assert counter("taskyard_dead_letters_total", reason="rejected") == before + 1
     assert counter("taskyard_tasks_dead_lettered_total", specialist="summarizer") == by_specialist + 1
-    assert await bus.count(bus.topology.dead_letter_queue) == 0
+    assert await bus.depth(bus.topology.dead_letter_queue) == 0
 
 
 async def test_redelivered_past_the_delivery_limit(run_agent, bus, routed_task, store, amqp_settings):
@@ -117,4 +117,4 @@ async def test_dead_letter_of_a_finished_task_is_only_counted(run_agent, bus, ro
     assert (await store.get(work.task_id)).status is TaskStatus.FAILED
     assert await store.get_dead_letter(work.task_id) is None
     assert counter("taskyard_dead_letters_total", reason="rejected") == before + 1
-    assert await bus.count(bus.topology.dead_letter_queue) == 0
+    assert await bus.depth(bus.topology.dead_letter_queue) == 0

@@ -26,8 +26,8 @@ def counter(name: str, **labels: str) -> float:
 async def assert_only(bus, specialist: str, catalog: Catalog) -> None:
     """Nothing else reached any specialist queue (call after the agent stopped: it publishes no more)."""
     for name in catalog.names:
-        assert await bus.count(bus.topology.specialist_queue(name)) == 0, name
-    assert await bus.count(bus.topology.intake_queue) == 0
+        assert await bus.depth(bus.topology.specialist_queue(name)) == 0, name
+    assert await bus.depth(bus.topology.intake_queue) == 0
 
 
 async def test_explicit_specialist(run_agent, bus, new_task, store: PostgresTaskStore, catalog):
@@ -212,7 +212,7 @@ async def test_unknown_task_is_acked_and_nothing_published(run_agent, bus, catal
 
         await eventually(dropped, timeout=15, what="the unknown task to be dropped")
     await assert_only(bus, "summarizer", catalog)
-    assert await bus.count(bus.topology.dead_letter_queue) == 0
+    assert await bus.depth(bus.topology.dead_letter_queue) == 0
 
 
 async def test_unknown_requested_specialist_fails_the_task(run_agent, bus, new_task, store, catalog):
@@ -247,7 +247,7 @@ async def test_invalid_message_is_dead_lettered(run_agent, bus, catalog, caplog)
         await eventually(dropped, timeout=15, what="the dead letter to be dropped")
     assert counter("taskyard_messages_rejected_total", **rejected) == 1
     assert counter("taskyard_dead_letters_total", reason="rejected") == before + 1
-    assert await bus.count(bus.topology.dead_letter_queue) == 0
+    assert await bus.depth(bus.topology.dead_letter_queue) == 0
     await assert_only(bus, "general", catalog)
 
 
@@ -267,7 +267,7 @@ async def test_stop_lets_messages_in_flight_finish(run_agent, bus, new_task, sto
         await eventually(asked, timeout=15, what="the routing call to start")
         assert agent.in_flight == 1
     # Stopped while the LLM was still answering: the message was routed, published and acked all the same.
-    assert await bus.count(bus.topology.intake_queue) == 0
+    assert await bus.depth(bus.topology.intake_queue) == 0
     work = await bus.wait_work("general")
     assert work.routing.reason == "slow but sure"
     assert (await store.get(message.task_id)).status is TaskStatus.QUEUED
@@ -287,6 +287,6 @@ async def test_stop_hands_back_what_outlives_the_grace_period(
         await bus.send(message)
         await eventually(asked, timeout=15, what="the routing call to start")
     # Requeued for the next broker agent; nothing was recorded or published.
-    assert await bus.count(bus.topology.intake_queue) == 1
-    assert await bus.count(bus.topology.specialist_queue("general")) == 0
+    assert await bus.depth(bus.topology.intake_queue) == 1
+    assert await bus.depth(bus.topology.specialist_queue("general")) == 0
     assert (await store.get(message.task_id)).status is TaskStatus.PENDING

@@ -52,7 +52,7 @@ async def test_deadline_passed_before_routing_fails_as_expired(run_agent, bus, n
     task = await store.get(message.task_id)
     assert task.error["type"] == "expired" and task.routing is None
     for name in catalog.names:
-        assert await bus.count(bus.topology.specialist_queue(name)) == 0
+        assert await bus.depth(bus.topology.specialist_queue(name)) == 0
 
 
 async def test_cancelled_task_is_not_routed(run_agent, bus, new_task, store, catalog, caplog):
@@ -67,8 +67,8 @@ async def test_cancelled_task_is_not_routed(run_agent, bus, new_task, store, cat
 
         await eventually(ignored, timeout=15, what="the cancelled task to be skipped")
     for name in catalog.names:
-        assert await bus.count(bus.topology.specialist_queue(name)) == 0
-    assert await bus.count(bus.topology.intake_queue) == 0
+        assert await bus.depth(bus.topology.specialist_queue(name)) == 0
+    assert await bus.depth(bus.topology.intake_queue) == 0
     assert (await store.get(message.task_id)).status is TaskStatus.CANCELLED
 
 
@@ -89,8 +89,8 @@ async def test_full_specialist_queue_retries_then_fails_routing(
     assert task.routing is not None and task.routing.specialist == "summarizer"
     assert counter("taskyard_intake_retries_total") == retries + 1
     assert f"routing task {message.task_id} failed (attempt 1 of 2: PublishRejected" in caplog.text
-    assert await bus.count(bus.topology.specialist_queue("summarizer")) == held
-    assert await bus.count(bus.topology.intake_queue) == 0
+    assert await bus.depth(bus.topology.specialist_queue("summarizer")) == held
+    assert await bus.depth(bus.topology.intake_queue) == 0
 
 
 async def test_database_outage_retries_through_delay_queues_until_routed(
@@ -124,8 +124,8 @@ async def test_database_outage_retries_through_delay_queues_until_routed(
     assert work.task_id == message.task_id
     assert (await store.get(message.task_id)).status is TaskStatus.QUEUED
     assert counter("taskyard_intake_retries_total") >= retries + 2
-    assert await bus.count(bus.topology.intake_queue) == 0
-    assert await bus.count(bus.topology.dead_letter_queue) == 0
+    assert await bus.depth(bus.topology.intake_queue) == 0
+    assert await bus.depth(bus.topology.dead_letter_queue) == 0
 
 
 async def test_database_down_through_every_attempt_is_dead_lettered_and_recorded_later(
@@ -157,4 +157,4 @@ async def test_database_down_through_every_attempt_is_dead_lettered_and_recorded
         None,
     )
     assert IntakeMessage.model_validate(letter.message).attempt == 2
-    assert await bus.count(bus.topology.dead_letter_queue) == 0
+    assert await bus.depth(bus.topology.dead_letter_queue) == 0

@@ -88,7 +88,7 @@ async def test_lease_expiring_too_often_dead_letters_the_task(
     assert [d.task_id for d in listed] == [work.task_id]
     assert counter("taskyard_dead_letters_total", reason="delivery_limit") == dead + 1
     # Published again after each of the first ``limit`` expirations, never after the last.
-    assert await bus.count(bus.topology.specialist_queue("researcher")) == limit
+    assert await bus.depth(bus.topology.specialist_queue("researcher")) == limit
 
 
 async def test_two_reapers_at_once_reclaim_each_task_once(bus, routed_task, store, amqp_settings, catalog):
@@ -117,7 +117,7 @@ async def test_two_reapers_at_once_reclaim_each_task_once(bus, routed_task, stor
     finally:
         for publisher in publishers:
             await publisher.close()
-    assert await bus.count(bus.topology.specialist_queue("general")) == len(works)
+    assert await bus.depth(bus.topology.specialist_queue("general")) == len(works)
     for work in works:
         assert (await store.get(work.task_id)).lease_expirations == 1
 
@@ -154,7 +154,7 @@ async def test_replays_whose_publish_is_unconfirmed_are_published_once_with_thei
         await eventually(published(store, work.task_id), what="the publish to be marked")
     assert (again.task_id, again.attempt) == (work.task_id, 1)
     assert (again.deadline, again.timeout_seconds) == (deadline, 42.5)
-    assert await bus.count(queue) == 0
+    assert await bus.depth(queue) == 0
 
 
 async def test_refused_publish_is_retried_next_round(

@@ -8,11 +8,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import aio_pika
 import pytest
 import yaml
 
-from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput, WorkMessage
 from taskyard_common.settings import (
@@ -25,7 +23,6 @@ from taskyard_common.settings import (
 )
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.store.base import NewTask
-from taskyard_common.topology import Topology, declare
 from taskyard_worker.settings import ServiceSettings, WorkerSettings
 from tests.integration.worker.helpers import Bus, Harness, Submit
 from tests.support.devllm import DevLlm
@@ -33,18 +30,8 @@ from tests.support.devllm import DevLlm
 
 @pytest.fixture
 async def bus(amqp_settings: AmqpSettings, catalog: Catalog, test_id: str) -> AsyncIterator[Bus]:
-    connection = await aio_pika.connect(
-        amqp_settings.url.get_secret_value(), client_properties={"connection_name": f"test {test_id}"}
-    )
-    try:
-        channel = await connection.channel()
-        topology = Topology(amqp_settings.prefix)
-        await declare(channel, topology, catalog.names, amqp_settings)
-        publisher = await Publisher.open(connection, amqp_settings)
-        yield Bus(connection, channel, publisher, topology)
-        await publisher.close()
-    finally:
-        await connection.close()
+    async with Bus.open(amqp_settings, test_id, declare_for=catalog.names) as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -70,7 +57,7 @@ def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
             task_id=task_id, specialist=specialist, input=task_input, routing=decision, **limits
         )
         if publish:
-            await bus.publish(message)
+            await bus.send_work(message)
         return message
 
     return submit

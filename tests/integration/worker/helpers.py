@@ -7,18 +7,16 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-import aiormq
 import asyncpg
-from aio_pika.abc import AbstractChannel, AbstractConnection
 from prometheus_client import Counter
 
-from taskyard_common.amqp import Publisher
 from taskyard_common.messages import ControlMessage, TaskStatus, WorkMessage
 from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore, TaskRecord
-from taskyard_common.topology import DELAY_TIERS, Topology
+from taskyard_common.topology import DELAY_TIERS
 from taskyard_worker.app import Worker
 from taskyard_worker.settings import ServiceSettings
+from tests.support.bus import Bus as SharedBus
 from tests.support.devllm import DevLlm
 from tests.support.processes import eventually
 
@@ -26,45 +24,12 @@ from tests.support.processes import eventually
 Submit = Callable[..., Awaitable[WorkMessage]]
 
 
-class Bus:
-    """The test's side of the broker: publishes work and control messages and reads queue depths."""
-
-    def __init__(
-        self,
-        connection: AbstractConnection,
-        channel: AbstractChannel,
-        publisher: Publisher,
-        topology: Topology,
-    ) -> None:
-        self.connection = connection
-        self.channel = channel
-        self.publisher = publisher
-        self.topology = topology
-
-    async def publish(self, message: WorkMessage) -> None:
-        await self.publisher.publish(self.topology.tasks_exchange, message.specialist, message)
+class Bus(SharedBus):
+    """Publishes work and control messages and reads queue depths."""
 
     async def cancel(self, task_id: UUID) -> None:
         """Publish the control message the API sends after ``store.request_cancel``."""
         await self.publisher.publish(self.topology.control_exchange, "", ControlMessage(task_id=task_id))
-
-    async def consumers(self, queue: str) -> int | None:
-        """How many consumers ``queue`` has; None when it does not exist."""
-        # On a channel of its own: a passive declare of a missing queue closes its channel (404).
-        channel = await self.connection.channel()
-        try:
-            declared = await channel.declare_queue(queue, passive=True)
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            return None
-        await channel.close()
-        return declared.declaration_result.consumer_count
-
-    async def depth(self, queue: str) -> int:
-        """Ready messages (not the ones a consumer holds unacked)."""
-        declared = await self.channel.declare_queue(queue, passive=True)
-        count = declared.declaration_result.message_count
-        assert count is not None
-        return count
 
     async def work_depth(self, specialist: str = "general") -> int:
         return await self.depth(self.topology.specialist_queue(specialist))

@@ -29,7 +29,7 @@ async def test_a_second_worker_defers_a_task_another_one_holds(
         assert record.lease_owner == first.owner
         async with running_worker(settings, "general") as second:
             # A duplicate of the message (as a lost ack or a replay would make one).
-            await harness.bus.publish(message)
+            await harness.bus.send_work(message)
             await wait_outcome(second, "deferred")
             # It waits in a delay tier for the lease to run out (not charged, not requeued).
             assert await harness.bus.delayed() == 1
@@ -45,7 +45,7 @@ async def test_a_duplicate_of_a_task_in_flight_here_is_deferred_not_run_twice(ha
     message = await harness.submit()
     async with running_worker(harness.settings, "general") as worker:
         await harness.wait(message.task_id, TaskStatus.RUNNING)
-        await harness.bus.publish(message)
+        await harness.bus.send_work(message)
         await wait_outcome(worker, "deferred")
         assert await harness.bus.delayed() == 1
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED)

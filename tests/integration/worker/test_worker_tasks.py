@@ -76,7 +76,7 @@ async def test_redelivered_message_for_a_finished_task_is_acked_without_running(
     async with running_worker(harness.settings, "general") as worker:
         done = await harness.wait(message.task_id, TaskStatus.COMPLETED)
         # The same message again, as the broker delivers it when an ack was lost.
-        await harness.bus.publish(message)
+        await harness.bus.send_work(message)
         await wait_outcome(worker, "duplicate")
     assert len(await harness.llm_requests()) == 1, "the LLM must not be called again"
     assert await harness.store.get(message.task_id) == done, "a finished task is not touched again"
