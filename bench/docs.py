@@ -83,10 +83,19 @@ PIPELINE_FINDINGS = """\
 - **Not the bottleneck**: the development LLM server (0.4-0.6 ms of CPU per request, idle two thirds of the
   time in the no-op run), JSON (pydantic's Rust encoder and decoder), logging, metrics, prefetch (the
   worker's is its concurrency, the broker agent's 64, and its confirms are awaited concurrently).
-- **What is left**: per task, a worker still spends about 1.5 ms of CPU in the openai SDK and httpx for one
-  call to a local server; on two shared cores that bounds both the no-op throughput and how fast a worker
-  can launch 500 calls. A leaner HTTP transport for the SDK (httpx's aiohttp transport, which the SDK
-  supports) is the next step.
+- **LLM transport: aiohttp** (`openai[aiohttp]`, the SDK's `DefaultAioHttpClient`, same limits; errors still
+  the SDK's, a refused connection now `APITimeoutError` instead of `APIConnectionError`, transient either
+  way). CPU per call to the dev LLM (N calls, one process): 0.86 → 0.47 ms at 32 in flight, 0.74 → 0.53
+  ms one at a time, 2.8 → 0.6 ms at 500 on one pool. A/B back to back, CPU from `/proc` per process, a CI
+  run sharing the machine: no-op (both rows, 10,000 tasks, startup included) worker 23.3 and 24.7 s →
+  20.3 and 19.4 s (2.4 → 2.0 ms per task; once the machine was quieter 19.6 → 16.7 s), dev LLM 4.7 →
+  4.2 s, the rest unchanged; io worker 3.7 → 2.4 s for the 1,000 tasks, 1.61x → 1.40x ideal. Tried and
+  left out, no difference beyond the noise: completing a loop turn's tasks in one statement like
+  `start_many` (worker + PostgreSQL, no-op 22.7 s without, 24.5 and 22.0 s with; io 2.6 and 2.7 s: a
+  no-op's completions rarely share a turn), uvloop in the worker (16.0-17.8 s against 15.6-19.0 s).
+- **What is left**: after the change, py-spy on the no-op worker: the openai SDK (request building,
+  parsing) 28% of its samples, aiohttp 17%, asyncpg 20% (15% in sending on loopback, where the kernel does
+  the receiving side's work in the sender's call), aiormq 13%.
 """
 
 

@@ -24,3 +24,11 @@ def test_each_call_takes_the_least_busy_client() -> None:
     # All free again: the first client is taken first, as at the start.
     with pool.client() as again:
         assert again is clients[0]
+
+
+def test_clients_use_the_aiohttp_transport_with_the_pool_size() -> None:
+    # aiohttp's transport: about half httpx/httpcore's CPU per call (see make_client).
+    client = make_client(SETTINGS, max_connections=7)
+    transport = client._client._transport  # the SDK's http client, then its transport
+    assert type(transport).__name__ == "AiohttpTransport"
+    assert transport.limits.max_connections == 7 and transport.limits.max_keepalive_connections == 7
