@@ -19,10 +19,9 @@ METHOD = """\
   `TASKYARD_API_AUTH_ENABLED=false` and `TASKYARD_API_RATE_LIMIT_PER_SECOND=0`. Every scenario has its own
   queue prefix and database schema, removed afterwards, and a hard time limit; a measurement cut off by its
   limit is marked **TIMED OUT** and shows what it had done.
-- **HTTP load** of the end-to-end scenarios: one `httpx.AsyncClient` with a keep-alive pool as large as the
-  number of clients, in the benchmark process, on the same cores as the services: on a small machine the
-  load generator's own CPU is part of what limits the figures. The submit path uses a leaner generator
-  (below).
+- **HTTP load** of the no-op scenario: the lean generator of the submit path (below) in a process of its
+  own, 32 closed-loop keep-alive connections until the N tasks are accepted. The I/O-bound scenario submits
+  everything before its window opens, from one pooled `httpx.AsyncClient` (its cost is outside the window).
 - **Completion** is read from the task store (a count per 0.2 s), never by polling each task over HTTP;
   taskyard latency is each row's `created_at` to `finished_at`; throughput is completed tasks / (first
   POST .. last `finished_at`).
@@ -93,6 +92,13 @@ PIPELINE_FINDINGS = """\
   left out, no difference beyond the noise: completing a loop turn's tasks in one statement like
   `start_many` (worker + PostgreSQL, no-op 22.7 s without, 24.5 and 22.0 s with; io 2.6 and 2.7 s: a
   no-op's completions rarely share a turn), uvloop in the worker (16.0-17.8 s against 15.6-19.0 s).
+- **The no-op scenario's own load generator**: it posted from an `httpx.AsyncClient` inside the
+  benchmark process, which costs about as much CPU per request as the API serving it, on the same two
+  cores. Switched to the submit path's lean generator in its own process: explicit specialist 209 → 410/s
+  and 377/s, LLM routing 203 → 351/s and 331/s (two runs each, back to back, quiet machine); tasks now
+  queue behind the pipeline instead of behind the client, so their latency grew (p50 48 ms → 1.3-4.4 s).
+  Tried and left out: a second worker process, as Celery's prefork pool has one per core (315/s against
+  377/s in the same run: on two cores the pipeline is bound by total CPU, not by one process).
 - **What is left**: after the change, py-spy on the no-op worker: the openai SDK (request building,
   parsing) 28% of its samples, aiohttp 17%, asyncpg 20% (15% in sending on loopback, where the kernel does
   the receiving side's work in the sender's call), aiormq 13%.

@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 load generator for the submit scenario, run in a process of its own.
+"""A lean HTTP/1.1 load generator for the submit and no-op scenarios, run in a process of its own.
 
 The first harness drove the API from one pooled ``httpx.AsyncClient`` inside the benchmark process. On two
 cores that client was a large part of what was measured: each request cost it about as much CPU as the API
@@ -47,6 +47,9 @@ class LoadSpec:
     seconds: float
     warmup_seconds: float = 1.0
     rate: float = 0.0  # requests per second; 0: closed loop
+    # Closed loop only: stop after this many 202s (0: run for ``seconds``); ``seconds`` is then only a cap and
+    # nothing is warm-up: every request counts.
+    count: int = 0
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -155,6 +158,36 @@ def _count(result: LoadResult, code: str) -> None:
     result.errors[code] = result.errors.get(code, 0) + 1
 
 
+async def _closed_count(spec: LoadSpec, payload: bytes, result: LoadResult) -> None:
+    """``spec.count`` accepted requests as fast as ``concurrency`` closed-loop clients get them accepted."""
+    start = clock()
+    end = start + spec.seconds
+    remaining = spec.count
+
+    async def one_client(client: _Client) -> None:
+        nonlocal remaining
+        while remaining > 0 and clock() < end:
+            remaining -= 1
+            while (now := clock()) < end:
+                code = await client.send(payload)
+                if code == "202":
+                    result.ok += 1
+                    result.latencies_s.append(clock() - now)
+                    break
+                _count(result, code)
+                if code not in ("503", "429") and code.isdigit():
+                    break  # refused for good: counted, not retried
+                await asyncio.sleep(RETRY_PAUSE_SECONDS)
+
+    clients = [_Client(spec) for _ in range(spec.concurrency)]
+    try:
+        await asyncio.gather(*(one_client(c) for c in clients))
+    finally:
+        for client in clients:
+            client.close()
+    result.wall_s = clock() - start
+
+
 async def _closed_loop(spec: LoadSpec, payload: bytes, result: LoadResult) -> None:
     start = clock() + spec.warmup_seconds
     end = start + spec.seconds
@@ -244,6 +277,8 @@ async def run_load(spec: LoadSpec) -> LoadResult:
     cpu = time.process_time()
     if spec.rate > 0:
         await _open_loop(spec, payload, result)
+    elif spec.count > 0:
+        await _closed_count(spec, payload, result)
     else:
         await _closed_loop(spec, payload, result)
     result.cpu_s = time.process_time() - cpu

@@ -77,3 +77,17 @@ async def test_open_loop_sends_at_the_rate_and_counts_refusals() -> None:
     assert result.ok == 0
     # Every request due in the 0.5 s window is counted, refused.
     assert 95 <= result.errors["503"] <= 101 and result.unsent == 0
+
+
+async def test_count_mode_stops_at_exactly_count_accepted_requests() -> None:
+    async with tiny_server(close_every=5) as (port, seen):
+        result = await run_load(_spec(port, count=37, seconds=10, warmup_seconds=0))
+    assert result.ok == 37 and len(seen) == 37 and not result.errors
+    assert len(result.latencies_s) == 37 and result.wall_s < 10
+
+
+async def test_count_mode_retries_a_503_and_counts_it() -> None:
+    async with tiny_server(status=503) as (port, seen):
+        result = await run_load(_spec(port, count=3, concurrency=1, seconds=0.5, warmup_seconds=0))
+    # Refused each time, retried after a pause until the cap: never counted as accepted.
+    assert result.ok == 0 and result.errors["503"] == len(seen) >= 2
