@@ -17,6 +17,7 @@ from taskyard_common.settings import AmqpSettings, DbSettings
 from tests.support.api_client import submit, wait_for_status
 from tests.support.devllm import DevLlm
 from tests.support.processes import eventually, free_port, wait_http_ok
+from tests.support.service_env import service_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -31,12 +32,7 @@ async def test_up_supervises_every_service(
     health_ports = [health_base + i for i in range(len(catalog.names) + 1)]
     env = {
         **os.environ,
-        "TASKYARD_AMQP_URL": amqp_settings.url.get_secret_value(),
-        "TASKYARD_AMQP_PREFIX": amqp_settings.prefix,
-        "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp_settings.delivery_limit),
-        "TASKYARD_AMQP_MAX_LENGTH": str(amqp_settings.max_length),
-        "TASKYARD_DB_URL": db_settings.url.get_secret_value(),
-        "TASKYARD_DB_SCHEMA": db_settings.db_schema,
+        **service_env(amqp_settings, db_settings),
         "TASKYARD_LLM_BASE_URL": devllm.base_url,
         "TASKYARD_LLM_MODEL": devllm.new_model(),
         "PYTHONUNBUFFERED": "1",

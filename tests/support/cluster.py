@@ -11,6 +11,7 @@ import httpx
 from taskyard_common.settings import AmqpSettings, DbSettings
 from tests.support.devllm import DevLlm
 from tests.support.processes import Service, free_port, wait_http_ok
+from tests.support.service_env import service_env
 
 # uvicorn re-raises SIGTERM after its graceful shutdown, so the API's clean exit reads -15.
 CLEAN_EXITS = (0, None, -signal.SIGTERM)
@@ -24,13 +25,7 @@ class Cluster:
     ) -> None:
         self.model = devllm.new_model()
         self.env = {
-            "TASKYARD_AMQP_URL": amqp.url.get_secret_value(),
-            "TASKYARD_AMQP_PREFIX": amqp.prefix,
-            "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp.delivery_limit),
-            "TASKYARD_AMQP_MAX_LENGTH": str(amqp.max_length),
-            "TASKYARD_DB_URL": db.url.get_secret_value(),
-            "TASKYARD_DB_SCHEMA": db.db_schema,
-            "TASKYARD_CATALOG_PATH": str(catalog_path),
+            **service_env(amqp, db, catalog_path),
             "TASKYARD_LLM_BASE_URL": devllm.base_url,
             "TASKYARD_LLM_MODEL": self.model,
             "TASKYARD_LOG_LEVEL": "INFO",

@@ -12,6 +12,7 @@ import httpx
 
 from taskyard_common.settings import AmqpSettings, DbSettings
 from tests.support.processes import BIN, Service, free_port, wait_http_ok
+from tests.support.service_env import service_env
 
 
 def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -59,13 +60,7 @@ async def test_the_api_serves_from_its_console_script(
 ):
     port = free_port()
     env = {
-        "TASKYARD_AMQP_URL": amqp_settings.url.get_secret_value(),
-        "TASKYARD_AMQP_PREFIX": amqp_settings.prefix,
-        "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp_settings.delivery_limit),
-        "TASKYARD_AMQP_MAX_LENGTH": str(amqp_settings.max_length),
-        "TASKYARD_DB_URL": db_settings.url.get_secret_value(),
-        "TASKYARD_DB_SCHEMA": db_settings.db_schema,
-        "TASKYARD_CATALOG_PATH": str(catalog_path),
+        **service_env(amqp_settings, db_settings, catalog_path),
         "TASKYARD_API_PORT": "1",  # overridden by --port
         "TASKYARD_API_AUTH_ENABLED": "false",
     }

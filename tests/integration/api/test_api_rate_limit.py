@@ -13,6 +13,7 @@ from taskyard_common.settings import AmqpSettings, DbSettings
 from taskyard_common.store.keys import KeyStore, Role
 from tests.integration.api.conftest import MakeSettings, assert_problem, serve
 from tests.support.processes import Service, free_port, wait_http_ok
+from tests.support.service_env import service_env
 
 RATE_LIMIT = re.compile(r'^"submit";r=(\d+);t=(\d+)$')
 
@@ -93,13 +94,7 @@ async def test_two_api_processes_share_one_limit(
 ):
     rate, burst, attempts = 1.0, 10, 40
     env = {
-        "TASKYARD_AMQP_URL": amqp_settings.url.get_secret_value(),
-        "TASKYARD_AMQP_PREFIX": amqp_settings.prefix,
-        "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp_settings.delivery_limit),
-        "TASKYARD_AMQP_MAX_LENGTH": str(amqp_settings.max_length),
-        "TASKYARD_DB_URL": db_settings.url.get_secret_value(),
-        "TASKYARD_DB_SCHEMA": db_settings.db_schema,
-        "TASKYARD_CATALOG_PATH": str(catalog_path),
+        **service_env(amqp_settings, db_settings, catalog_path),
         "TASKYARD_API_AUTH_ENABLED": "false",
         "TASKYARD_API_RATE_LIMIT_PER_SECOND": str(rate),
         "TASKYARD_API_RATE_LIMIT_BURST": str(burst),

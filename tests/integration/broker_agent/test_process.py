@@ -10,6 +10,7 @@ import pytest
 from taskyard_common.messages import RoutingMethod, TaskStatus
 from taskyard_common.settings import AmqpSettings, DbSettings
 from tests.support.processes import Service, eventually, free_port, wait_http_ok
+from tests.support.service_env import service_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -29,14 +30,7 @@ async def test_service_routes_reports_metrics_and_stops_on_sigterm(
 ):
     port = free_port()
     env = {
-        "TASKYARD_AMQP_URL": amqp_settings.url.get_secret_value(),
-        "TASKYARD_AMQP_PREFIX": amqp_settings.prefix,
-        # Queue arguments must match the fixture's declaration, or RabbitMQ refuses it (406).
-        "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp_settings.delivery_limit),
-        "TASKYARD_AMQP_MAX_LENGTH": str(amqp_settings.max_length),
-        "TASKYARD_DB_URL": db_settings.url.get_secret_value(),
-        "TASKYARD_DB_SCHEMA": db_settings.db_schema,
-        "TASKYARD_CATALOG_PATH": str(catalog_path),
+        **service_env(amqp_settings, db_settings, catalog_path),
         "TASKYARD_LLM_BASE_URL": devllm.base_url,
         "TASKYARD_LLM_MODEL": devllm.new_model(),
         "TASKYARD_HEALTH_PORT": str(port),

@@ -14,6 +14,7 @@ from taskyard_common.messages import TaskStatus
 from taskyard_common.settings import AmqpSettings, DbSettings
 from tests.integration.worker.helpers import Harness
 from tests.support.processes import BIN, Service, eventually, free_port, wait_http_ok
+from tests.support.service_env import service_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -22,14 +23,7 @@ def worker_env(
     amqp: AmqpSettings, db: DbSettings, catalog_path: Path, llm_base_url: str, model: str, port: int
 ):
     return {
-        "TASKYARD_AMQP_URL": amqp.url.get_secret_value(),
-        "TASKYARD_AMQP_PREFIX": amqp.prefix,
-        # The fixture's queue arguments: declaring with others would be refused (406).
-        "TASKYARD_AMQP_DELIVERY_LIMIT": str(amqp.delivery_limit),
-        "TASKYARD_AMQP_MAX_LENGTH": str(amqp.max_length),
-        "TASKYARD_DB_URL": db.url.get_secret_value(),
-        "TASKYARD_DB_SCHEMA": db.db_schema,
-        "TASKYARD_CATALOG_PATH": str(catalog_path),
+        **service_env(amqp, db, catalog_path),
         "TASKYARD_LLM_BASE_URL": llm_base_url,
         "TASKYARD_LLM_MODEL": model,
         "TASKYARD_HEALTH_PORT": str(port),
