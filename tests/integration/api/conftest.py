@@ -15,13 +15,13 @@ from aio_pika.abc import AbstractChannel, AbstractQueue
 
 from taskyard_api.main import create_app
 from taskyard_api.settings import ApiSettings, ServiceSettings
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import (
     ControlMessage,
     Envelope,
     IntakeMessage,
     RoutingDecision,
     RoutingMethod,
-    TaskStatus,
     WorkMessage,
 )
 from taskyard_common.settings import AmqpSettings, CatalogSettings, DbSettings, LogSettings
@@ -187,7 +187,7 @@ async def created(store: TaskStore, **fields: Any) -> TaskRecord:
 async def queued(store: TaskStore, specialist: str = "general", **fields: Any) -> TaskRecord:
     task = await created(store, **fields)
     decision = RoutingDecision(method=RoutingMethod.RULES, specialist=specialist, reason="r", confidence=0.5)
-    assert await store.record_routing(task.id, decision)
+    assert await store.route(task.id, decision)
     return task
 
 
@@ -207,7 +207,7 @@ async def dead_lettered(
     task = await (running(store, specialist, **fields) if specialist else created(store, **fields))
     queue = f"p.work.{specialist}" if specialist else "p.intake"
     deaths = [{"reason": reason, "queue": queue, "count": 3}]
-    assert await store.record_dead_letter(
+    assert await store.dead_letter(
         task.id,
         reason=reason,
         queue=queue,

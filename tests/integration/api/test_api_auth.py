@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.store.keys import KeyStore, Role

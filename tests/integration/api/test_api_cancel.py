@@ -7,8 +7,10 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from taskyard_common.messages import TaskStatus, Usage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import Usage
 from taskyard_common.store import PostgresTaskStore
+from taskyard_common.task_errors import TaskErrorType, task_error
 from tests.integration.api.conftest import Bus, assert_problem, created, queued, running
 
 
@@ -93,7 +95,7 @@ async def test_a_finished_task_cannot_be_cancelled(client: httpx.AsyncClient, st
     done = await running(store)
     assert await store.complete(done.id, {"answer": 42}, Usage(), owner="w")
     failed = await running(store)
-    assert await store.fail(failed.id, {"type": "permanent", "message": "no"}, Usage(), owner="w")
+    assert await store.fail(failed.id, task_error(TaskErrorType.PERMANENT_ERROR, "no"), Usage(), owner="w")
 
     for task, status in ((done, "completed"), (failed, "failed")):
         body = assert_problem(await client.post(f"/v1/tasks/{task.id}/cancel"), 409, "task-already-finished")

@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from taskyard_common.messages import RoutingMethod, TaskStatus
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingMethod
 from taskyard_common.store import PostgresTaskStore
 from tests.integration.api.conftest import Bus, assert_problem, dead_lettered
 

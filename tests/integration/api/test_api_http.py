@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import httpx
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import DbSettings
 from tests.integration.api.conftest import PROBLEM, MakeSettings, assert_problem, serve
 

@@ -12,7 +12,7 @@ import pytest
 from pydantic import SecretStr
 from yarl import URL
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import AmqpSettings, DbSettings
 from taskyard_common.store import PostgresTaskStore
 from tests.integration.api.conftest import (

@@ -7,7 +7,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from taskyard_common.catalog import Catalog
-from taskyard_common.messages import TaskStatus, utcnow
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import utcnow
 from taskyard_common.settings import AmqpSettings
 from taskyard_common.store import NewTask, PostgresTaskStore, TaskRecord
 from taskyard_common.topology import declare
@@ -118,7 +119,7 @@ async def test_replays_committed_by_a_crashed_api_are_announced_when_never_route
     deadline = utcnow().replace(year=2100)
     unrouted = await dead_lettered(store, None, reason="rejected", deadline=deadline, timeout_seconds=42.5)
     for task in (routed, unrouted):
-        assert await store.replay_dead_letter(task.id, None) is not None
+        assert await store.replay(task.id, None) is not None
     amqp = amqp_settings.model_copy(update={"publish_timeout_seconds": 0.5})
     async with serve(make_settings(amqp=amqp, sweeper_interval_seconds=0.1, sweeper_grace_seconds=0.6)):
         connection = await bus()

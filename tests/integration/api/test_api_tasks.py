@@ -7,8 +7,10 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, PostgresTaskStore, StartOutcome
+from taskyard_common.task_errors import TaskErrorType, task_error
 from tests.integration.api.conftest import IntakeReader, assert_problem
 from tests.support.processes import eventually
 
@@ -71,7 +73,7 @@ async def test_task_document_and_result_follow_the_lifecycle(
     decision = RoutingDecision(
         method=RoutingMethod.RULES, specialist="general", reason="arithmetic", confidence=0.6
     )
-    assert await store.record_routing(uuid.UUID(task_id), decision)
+    assert await store.route(uuid.UUID(task_id), decision)
     body = assert_problem(await client.get(f"/v1/tasks/{task_id}/result"), 409, "task-not-completed")
     assert body["task_status"] == "queued"
     started = await store.start(uuid.UUID(task_id), owner="w", lease_seconds=30, attempt=1)
@@ -90,13 +92,13 @@ async def test_task_document_and_result_follow_the_lifecycle(
     assert doc["started_at"] is not None and doc["finished_at"] is not None
 
     failed = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}))
-    await store.record_routing(failed.id, decision)
+    await store.route(failed.id, decision)
     await store.start(failed.id, owner="w", lease_seconds=30, attempt=1)
-    assert await store.fail(failed.id, {"type": "timeout", "message": "too slow"}, Usage(), owner="w")
+    assert await store.fail(failed.id, task_error(TaskErrorType.AGENT_ERROR, "too slow"), Usage(), owner="w")
     body = assert_problem(await client.get(f"/v1/tasks/{failed.id}/result"), 409, "task-not-completed")
     assert body["task_status"] == "failed"
     assert (await client.get(f"/v1/tasks/{failed.id}")).json()["error"] == {
-        "type": "timeout",
+        "type": "agent_error",
         "message": "too slow",
     }
 
@@ -113,7 +115,7 @@ async def test_list_pages_newest_first_and_filters(client: httpx.AsyncClient, st
         decision = RoutingDecision(
             method=RoutingMethod.LLM, specialist="summarizer", reason="r", confidence=0.9
         )
-        await store.record_routing(record.id, decision)
+        await store.route(record.id, decision)
     newest_first = [str(r.id) for r in sorted(created, key=lambda r: (r.created_at, r.id), reverse=True)]
 
     seen: list[str] = []

@@ -18,12 +18,12 @@ from yarl import URL
 
 from taskyard_broker_agent.app import BrokerAgent
 from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import (
     IntakeMessage,
     RoutingDecision,
     RoutingMethod,
     TaskInput,
-    TaskStatus,
     WorkMessage,
 )
 from taskyard_common.settings import (
@@ -210,7 +210,7 @@ def routed_task(
         decision = RoutingDecision(
             method=RoutingMethod.RULES, specialist=specialist, reason="matched: summarize", confidence=0.7
         )
-        assert await store.record_routing(intake.task_id, decision)
+        assert await store.route(intake.task_id, decision)
         return WorkMessage(
             task_id=intake.task_id,
             specialist=specialist,

@@ -9,7 +9,9 @@ import aio_pika
 import pytest
 from prometheus_client import REGISTRY
 
-from taskyard_common.messages import TaskStatus, Usage, WorkMessage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import Usage, WorkMessage
+from taskyard_common.task_errors import TaskErrorType, task_error
 from tests.integration.broker_agent.conftest import status_is
 from tests.support.processes import eventually
 
@@ -103,7 +105,7 @@ async def test_body_that_is_not_json_is_recorded_by_its_message_id(run_agent, bu
 async def test_dead_letter_of_a_finished_task_is_only_counted(run_agent, bus, routed_task, store, caplog):
     caplog.set_level(logging.INFO, logger="taskyard_broker_agent")
     work = await routed_task("summarizer")
-    assert await store.fail(work.task_id, {"type": "boom", "message": "x"}, Usage())
+    assert await store.fail(work.task_id, task_error(TaskErrorType.AGENT_ERROR, "x"), Usage())
     before = counter("taskyard_dead_letters_total", reason="rejected")
     async with run_agent():
         await bus.send_work(work)  # a stray duplicate, rejected by some worker

@@ -11,7 +11,8 @@ from prometheus_client import REGISTRY
 
 from taskyard_broker_agent.catalog import RoutingPrompt
 from taskyard_common.catalog import Catalog
-from taskyard_common.messages import IntakeMessage, RoutingDecision, RoutingMethod, TaskStatus
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import IntakeMessage, RoutingDecision, RoutingMethod
 from taskyard_common.settings import LlmSettings
 from taskyard_common.store import PostgresTaskStore
 from tests.support.processes import eventually
@@ -170,7 +171,7 @@ async def test_redelivery_republishes_the_stored_decision(
     # As if a previous agent recorded the decision and died before its publish was confirmed.
     message = await new_task("Please summarize this document")
     stored = RoutingDecision(method=RoutingMethod.LLM, specialist="general", reason="earlier", confidence=0.4)
-    assert await store.record_routing(message.task_id, stored)
+    assert await store.route(message.task_id, stored)
     model = devllm.new_model()
     async with run_agent(llm=llm_settings(model)):
         await bus.send(message)
@@ -188,7 +189,7 @@ async def test_duplicates_of_started_tasks_are_acked_without_publishing(
     decision = RoutingDecision(
         method=RoutingMethod.RULES, specialist="summarizer", reason="x", confidence=0.5
     )
-    await store.record_routing(message.task_id, decision)
+    await store.route(message.task_id, decision)
     await store.start(message.task_id, owner="worker-1", lease_seconds=60, attempt=1)
     async with run_agent():
         await bus.send(message)
@@ -227,8 +228,8 @@ async def test_unknown_requested_specialist_fails_the_task(run_agent, bus, new_t
         await eventually(failed, timeout=15, what="the task to fail")
     await assert_only(bus, "general", catalog)
     task = await store.get(message.task_id)
-    assert task.error["type"] == "unknown_specialist"
-    assert "astrologer" in task.error["message"]
+    assert task.error.type == "unknown_specialist"
+    assert "astrologer" in task.error.message
     assert task.routing is None
 
 

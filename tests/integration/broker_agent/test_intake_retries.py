@@ -10,7 +10,8 @@ import pytest
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
-from taskyard_common.messages import IntakeMessage, TaskStatus
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import IntakeMessage
 from taskyard_common.settings import DbSettings
 from tests.integration.broker_agent.conftest import status_is
 from tests.support.processes import eventually
@@ -50,7 +51,7 @@ async def test_deadline_passed_before_routing_fails_as_expired(run_agent, bus, n
         await bus.send(message)
         await eventually(status_is(store, message.task_id, TaskStatus.FAILED), what="the task to expire")
     task = await store.get(message.task_id)
-    assert task.error["type"] == "expired" and task.routing is None
+    assert task.error.type == "expired" and task.routing is None
     for name in catalog.names:
         assert await bus.depth(bus.topology.specialist_queue(name)) == 0
 
@@ -58,7 +59,7 @@ async def test_deadline_passed_before_routing_fails_as_expired(run_agent, bus, n
 async def test_cancelled_task_is_not_routed(run_agent, bus, new_task, store, catalog, caplog):
     caplog.set_level(logging.INFO, logger="taskyard_broker_agent")
     message = await new_task("Please summarize this document")
-    assert (await store.request_cancel(message.task_id)).status is TaskStatus.CANCELLED
+    assert (await store.cancel(message.task_id)).status is TaskStatus.CANCELLED
     async with run_agent():
         await bus.send(message)
 
@@ -83,8 +84,8 @@ async def test_full_specialist_queue_retries_then_fails_routing(
         await bus.send(message)
         await eventually(status_is(store, message.task_id, TaskStatus.FAILED), what="routing to fail")
     task = await store.get(message.task_id)
-    assert task.error["type"] == "routing_failed" and task.error["attempts"] == 2
-    assert "PublishRejected" in task.error["message"]
+    assert task.error.type == "routing_failed" and task.error.attempts == 2
+    assert "PublishRejected" in task.error.message
     # Routed once (recorded before the publish); the second attempt re-published the stored decision.
     assert task.routing is not None and task.routing.specialist == "summarizer"
     assert counter("taskyard_intake_retries_total") == retries + 1

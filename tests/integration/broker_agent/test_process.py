@@ -7,7 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from taskyard_common.messages import RoutingMethod, TaskStatus
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingMethod
 from taskyard_common.settings import AmqpSettings, DbSettings
 from tests.support.processes import Service, eventually, free_port, wait_http_ok
 from tests.support.service_env import service_env

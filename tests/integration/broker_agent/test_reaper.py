@@ -11,7 +11,8 @@ from prometheus_client import REGISTRY
 
 from taskyard_broker_agent.reaper import Reaper
 from taskyard_common.amqp import Publisher
-from taskyard_common.messages import TaskStatus, WorkMessage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import WorkMessage
 from taskyard_common.topology import declare
 from tests.support.processes import eventually
 
@@ -28,7 +29,7 @@ async def lose_lease(store, task_id, attempt: int = 1) -> None:
     """A worker starts the task, settles its message early and dies: its lease (0 s) has already expired."""
     started = await store.start(task_id, owner="ghost", lease_seconds=0, attempt=attempt)
     assert started.outcome.value == "started"
-    assert await store.mark_settled(task_id, "ghost")
+    assert await store.settle(task_id, "ghost")
 
 
 def reclaimed(store, task_id, expirations: int):
@@ -142,10 +143,10 @@ async def test_replays_whose_publish_is_unconfirmed_are_published_once_with_thei
     deadline = datetime.now(UTC) + timedelta(days=1)
     work = await routed_task("summarizer", deadline=deadline, timeout_seconds=42.5)
     queue = bus.topology.specialist_queue("summarizer")
-    assert await store.record_dead_letter(
+    assert await store.dead_letter(
         work.task_id, reason="rejected", queue=queue, deaths=[], message={}, specialist="summarizer"
     )
-    assert await store.replay_dead_letter(work.task_id, None) is not None
+    assert await store.replay(work.task_id, None) is not None
     # Waiting in a long queue, announced long ago: never published again.
     waiting = await routed_task("summarizer")
     await store.mark_published(waiting.task_id)

@@ -7,7 +7,7 @@ import pytest
 from pydantic import SecretStr
 from yarl import URL
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import AmqpSettings
 from tests.integration.broker_agent.conftest import status_is
 from tests.support.processes import eventually

@@ -5,9 +5,11 @@ import uuid
 import asyncpg
 import pytest
 
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, StartOutcome
 from taskyard_common.store.migrate import migrate, migration_files
+from taskyard_common.task_errors import TaskErrorType, task_error
 
 pytestmark = pytest.mark.integration
 
@@ -22,8 +24,8 @@ async def test_full_lifecycle(store):
     created = await store.create(new_task(input={"doc": "text"}))
     assert created.status is TaskStatus.PENDING and created.input == {"doc": "text"}
     await store.mark_published(created.id)
-    assert await store.record_routing(created.id, DECISION)
-    assert not await store.record_routing(created.id, DECISION), "routing twice must not apply"
+    assert await store.route(created.id, DECISION)
+    assert not await store.route(created.id, DECISION), "routing twice must not apply"
     started = await store.start(created.id, owner="w1", lease_seconds=30, attempt=1)
     assert started.outcome is StartOutcome.STARTED
     running = started.record
@@ -42,9 +44,10 @@ async def test_full_lifecycle(store):
 
 async def test_fail_from_pending_and_not_after_terminal(store):
     task = await store.create(new_task())
-    assert await store.fail(task.id, {"type": "unknown_specialist"}, Usage())
-    assert not await store.fail(task.id, {"type": "again"}, Usage())
-    assert (await store.get(task.id)).error == {"type": "unknown_specialist"}
+    error = task_error(TaskErrorType.UNKNOWN_SPECIALIST, "no such specialist")
+    assert await store.fail(task.id, error, Usage())
+    assert not await store.fail(task.id, task_error(TaskErrorType.AGENT_ERROR, "again"), Usage())
+    assert (await store.get(task.id)).error == error
 
 
 async def test_discard_only_unpublished(store):
@@ -70,7 +73,7 @@ async def test_keyset_pagination_newest_first(store):
 
 async def test_list_filters(store):
     routed = await store.create(new_task())
-    await store.record_routing(routed.id, DECISION)
+    await store.route(routed.id, DECISION)
     await store.create(new_task())
     queued = await store.list(status=TaskStatus.QUEUED, specialist=None, limit=10, after=None)
     assert [t.id for t in queued] == [routed.id]
@@ -105,8 +108,8 @@ async def test_oldest_waiting_per_queue(store):
     summarize = RoutingDecision(method=RoutingMethod.RULES, specialist="summarizer", reason="r", confidence=1)
     older, newer, running, other = [(await store.create(new_task())).id for _ in range(4)]
     for task_id in (older, newer, running):
-        assert await store.record_routing(task_id, DECISION)
-    assert await store.record_routing(other, summarize)
+        assert await store.route(task_id, DECISION)
+    assert await store.route(other, summarize)
     await aged(older, 300)
     await aged(newer, 10)
     await aged(other, 50)

@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, StartOutcome
 
 pytestmark = pytest.mark.integration
@@ -15,7 +16,7 @@ DECISION = RoutingDecision(method=RoutingMethod.RULES, specialist="general", rea
 
 async def queued(store, **kwargs):
     task = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}, **kwargs))
-    assert await store.record_routing(task.id, DECISION)
+    assert await store.route(task.id, DECISION)
     return task.id
 
 
@@ -43,7 +44,7 @@ async def test_heartbeat_extends_and_reports_cancellation(store):
         await store.start(task_id, owner="w", lease_seconds=5, attempt=1)
     held, cancel = await store.heartbeat("w", [one, two], 60)
     assert held == {one, two} and cancel == set()
-    assert (await store.request_cancel(one)).status is TaskStatus.RUNNING
+    assert (await store.cancel(one)).status is TaskStatus.RUNNING
     held, cancel = await store.heartbeat("w", [one, two, uuid.uuid4()], 60)
     assert held == {one, two} and cancel == {one}
     assert await store.cancel_running(one, "w", Usage())
@@ -52,12 +53,12 @@ async def test_heartbeat_extends_and_reports_cancellation(store):
 
 async def test_cancel_before_running_is_immediate_and_terminal_is_unchanged(store):
     task_id = await queued(store)
-    assert (await store.request_cancel(task_id)).status is TaskStatus.CANCELLED
+    assert (await store.cancel(task_id)).status is TaskStatus.CANCELLED
     assert (
         await store.start(task_id, owner="w", lease_seconds=5, attempt=1)
     ).outcome is StartOutcome.FINISHED
-    assert (await store.request_cancel(task_id)).status is TaskStatus.CANCELLED
-    assert await store.request_cancel(uuid.uuid4()) is None
+    assert (await store.cancel(task_id)).status is TaskStatus.CANCELLED
+    assert await store.cancel(uuid.uuid4()) is None
 
 
 async def test_retry_records_the_attempt_and_the_next_start_counts_it(store):
@@ -75,10 +76,14 @@ async def test_retry_records_the_attempt_and_the_next_start_counts_it(store):
 
 
 async def test_deadline_passed_before_start_fails_as_expired(store):
-    task_id = await queued(store, deadline=datetime.now(UTC) - timedelta(seconds=1))
+    task_id = await queued(store, deadline=datetime.now(UTC) + timedelta(hours=1))
+    # Routed in time; the deadline passes while it waits in its queue.
+    await store.pool.execute(
+        "UPDATE tasks SET deadline = clock_timestamp() - interval '1 second' WHERE id = $1", task_id
+    )
     assert (await store.start(task_id, owner="w", lease_seconds=5, attempt=1)).outcome is StartOutcome.EXPIRED
     task = await store.get(task_id)
-    assert task.status is TaskStatus.FAILED and task.error["type"] == "expired"
+    assert task.status is TaskStatus.FAILED and task.error.type == "expired"
 
 
 async def test_release_hands_back_without_charging(store):
@@ -96,7 +101,7 @@ async def test_reclaim_requeues_then_dead_letters_after_the_limit(store):
         # Unsettled, its message comes back from the broker: not the reaper's to take.
         assert await store.expired_leases(10) == []
         assert await store.reclaim(task_id, max_expirations=2) is None
-        assert await store.mark_settled(task_id, "w")
+        assert await store.settle(task_id, "w")
         assert [t.id for t in await store.expired_leases(10)] == [task_id]
         assert await store.reclaim(task_id, max_expirations=2) is expected
     task = await store.get(task_id)
@@ -107,7 +112,7 @@ async def test_dead_letter_record_list_replay_discard(store):
     one, two = await queued(store), await queued(store)
     deaths = [{"reason": "delivery_limit", "queue": "p.work.general", "count": 1}]
     for task_id in (one, two):
-        assert await store.record_dead_letter(
+        assert await store.dead_letter(
             task_id,
             reason="delivery_limit",
             queue="p.work.general",
@@ -115,7 +120,7 @@ async def test_dead_letter_record_list_replay_discard(store):
             message={"task_id": str(task_id)},
             specialist="general",
         )
-    assert not await store.record_dead_letter(
+    assert not await store.dead_letter(
         uuid.uuid4(), reason="rejected", queue="q", deaths=[], message={}, specialist=None
     ), "an unknown task records nothing"
     letters = await store.list_dead_letters(
@@ -125,10 +130,10 @@ async def test_dead_letter_record_list_replay_discard(store):
     assert all(d.task_status is TaskStatus.DEAD_LETTERED for d in letters)
     assert await store.list_dead_letters(specialist=None, reason="expired", limit=10, after=None) == []
 
-    replayed = await store.replay_dead_letter(one, specialist="summarizer")
+    replayed = await store.replay(one, specialist="summarizer")
     assert replayed.status is TaskStatus.QUEUED and replayed.attempts == 0
     assert replayed.specialist == "summarizer" and replayed.routing.method is RoutingMethod.EXPLICIT
-    assert await store.replay_dead_letter(one, specialist=None) is None, "replayed once"
+    assert await store.replay(one, specialist=None) is None, "replayed once"
 
     assert await store.discard_dead_letter(two)
     assert not await store.discard_dead_letter(two)
@@ -145,11 +150,11 @@ async def test_stale_queued_finds_replays_whose_publish_is_unconfirmed(store):
     for task_id in (replayed, running):
         await store.start(task_id, owner="w", lease_seconds=5, attempt=1)
     for task_id, specialist in ((replayed, "general"), (unrouted, None)):
-        assert await store.record_dead_letter(
+        assert await store.dead_letter(
             task_id, reason="rejected", queue="q", deaths=[], message={}, specialist=specialist
         )
-    requeued = await store.replay_dead_letter(replayed, None)
-    pending = await store.replay_dead_letter(unrouted, None)
+    requeued = await store.replay(replayed, None)
+    pending = await store.replay(unrouted, None)
     assert requeued.status is TaskStatus.QUEUED and requeued.published_at is None
     assert pending.status is TaskStatus.PENDING and pending.published_at is None
 

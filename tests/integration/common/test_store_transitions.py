@@ -6,8 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, StartOutcome
+from taskyard_common.task_errors import TaskErrorType, task_error
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +52,7 @@ async def test_route_refuses_a_task_past_its_deadline_the_rows_or_the_messages(s
 async def test_start_many_starts_the_startable_and_leaves_the_rest_to_start(store):
     plain, retried = await queued(store), await queued(store)
     cancelled = await queued(store)
-    await store.request_cancel(cancelled)  # queued: cancelled at once
+    await store.cancel(cancelled)  # queued: cancelled at once
     # Routed while its deadline was ahead, then the deadline moved into the past (as time would move it).
     expired = await queued(store, deadline=datetime.now(UTC) + timedelta(hours=1))
     await store.pool.execute(
@@ -90,3 +92,31 @@ async def test_concurrent_batches_start_each_task_once(store):
         task = await store.get(task_id)
         assert task.status is TaskStatus.RUNNING
         assert task.lease_owner == ("a" if task_id in first else "b")
+
+
+async def test_expire_fails_only_a_task_not_started_yet(store):
+    waiting = await pending(store)
+    assert await store.expire(waiting, "the deadline passed")
+    task = await store.get(waiting)
+    assert task.status is TaskStatus.FAILED
+    assert task.error is not None and (task.error.type, task.error.message) == (
+        "expired",
+        "the deadline passed",
+    )
+    # A task a worker runs is the worker's to finish: an intake redelivery cannot expire it under the worker.
+    running = await queued(store)
+    await store.start(running, owner="w", lease_seconds=30, attempt=1)
+    assert not await store.expire(running, "too late")
+    assert (await store.get(running)).status is TaskStatus.RUNNING
+    assert not await store.expire(waiting, "again"), "finished already"
+
+
+async def test_fail_with_an_owner_needs_the_lease_without_one_any_unfinished_task(store):
+    error = task_error(TaskErrorType.AGENT_ERROR, "no")
+    running = await queued(store)
+    await store.start(running, owner="w", lease_seconds=30, attempt=1)
+    assert not await store.fail(running, error, Usage(), owner="other")
+    assert await store.fail(running, error, Usage(), owner="w")
+    routed = await queued(store)
+    assert await store.fail(routed, task_error(TaskErrorType.MISROUTED, "elsewhere"), Usage())
+    assert (await store.get(routed)).error == task_error(TaskErrorType.MISROUTED, "elsewhere")

@@ -22,7 +22,7 @@ from taskyard_common.settings import (
     LogSettings,
 )
 from taskyard_common.store import PostgresTaskStore
-from taskyard_common.store.base import NewTask
+from taskyard_common.store.records import NewTask
 from taskyard_worker.settings import ServiceSettings, WorkerSettings
 from tests.integration.worker.helpers import Bus, Harness, Submit
 from tests.support.devllm import DevLlm
@@ -51,8 +51,13 @@ def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
             method=RoutingMethod.EXPLICIT, specialist=specialist, reason="test", confidence=1.0
         )
         limits = {"deadline": deadline, "timeout_seconds": timeout_seconds}
-        await store.create(NewTask(id=task_id, input=task_input, metadata={}, **limits))
-        assert await store.record_routing(task_id, decision)
+        await store.create(
+            NewTask(id=task_id, input=task_input, metadata={}, timeout_seconds=timeout_seconds)
+        )
+        assert await store.route(task_id, decision)
+        if deadline is not None:
+            # Set after routing: a deadline already past is the one a task reached while queued.
+            await store.pool.execute("UPDATE tasks SET deadline = $2 WHERE id = $1", task_id, deadline)
         message = WorkMessage(
             task_id=task_id, specialist=specialist, input=task_input, routing=decision, **limits
         )

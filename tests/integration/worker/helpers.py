@@ -10,7 +10,8 @@ from uuid import UUID
 import asyncpg
 from prometheus_client import Counter
 
-from taskyard_common.messages import ControlMessage, TaskStatus, WorkMessage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore, TaskRecord
 from taskyard_common.topology import DELAY_TIERS
@@ -28,7 +29,7 @@ class Bus(SharedBus):
     """Publishes work and control messages and reads queue depths."""
 
     async def cancel(self, task_id: UUID) -> None:
-        """Publish the control message the API sends after ``store.request_cancel``."""
+        """Publish the control message the API sends after ``store.cancel``."""
         await self.publisher.publish(self.topology.control_exchange, "", ControlMessage(task_id=task_id))
 
     async def work_depth(self, specialist: str = "general") -> int:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_worker.app import running_worker
 from tests.integration.worker.helpers import Harness
 from tests.support.processes import eventually

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.metrics import MESSAGES_QUARANTINED
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
@@ -108,5 +108,5 @@ async def test_misrouted_message_fails_its_task(harness: Harness) -> None:
     await harness.bus.publisher.publish(harness.bus.topology.tasks_exchange, "general", stray)
     async with running_worker(harness.settings, "general"):
         record = await harness.wait(message.task_id, TaskStatus.FAILED)
-    assert record.error is not None and record.error["type"] == "misrouted"
+    assert record.error is not None and record.error.type == "misrouted"
     assert await harness.llm_requests() == []

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from taskyard_common.messages import TaskStatus, Usage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import Usage
 from taskyard_common.metrics import TASKS_FINISHED
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
@@ -78,7 +79,7 @@ async def test_a_control_message_cancels_a_running_task_at_once(harness: Harness
     message = await harness.submit()
     async with running_worker(harness.settings, "general") as worker:
         await harness.wait_llm_calls(1)
-        requested = await harness.store.request_cancel(message.task_id)
+        requested = await harness.store.cancel(message.task_id)
         assert requested is not None and requested.status is TaskStatus.RUNNING
         await harness.bus.cancel(message.task_id)
         record = await harness.wait(message.task_id, TaskStatus.CANCELLED, within=2.0)
@@ -96,7 +97,7 @@ async def test_the_heartbeat_cancels_when_no_control_message_comes(
     message = await harness.submit()
     async with running_worker(make_settings(lease_seconds=1.5), "general") as worker:
         await harness.wait_llm_calls(1)
-        await harness.store.request_cancel(message.task_id)  # and no control message
+        await harness.store.cancel(message.task_id)  # and no control message
         await harness.wait(message.task_id, TaskStatus.CANCELLED, within=5)
         await wait_outcome(worker, "cancelled")
     assert await harness.bus.work_depth() == 0

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import DbSettings
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings

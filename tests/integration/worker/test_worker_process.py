@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import AmqpSettings, DbSettings
 from tests.integration.worker.helpers import Harness
 from tests.support.processes import BIN, Service, eventually, free_port, wait_http_ok

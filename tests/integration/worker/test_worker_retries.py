@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.metrics import TASK_RETRIES, TASKS_FINISHED
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
@@ -90,7 +90,8 @@ async def test_retries_exhausted_fail_the_task_with_the_last_error(
     message = await harness.submit()
     async with running_worker(fast_settings(max_attempts=2), "general"):
         record = await harness.wait(message.task_id, TaskStatus.FAILED)
-    assert record.error == {
+    assert record.error is not None
+    assert record.error.model_dump(mode="json") == {
         "type": "retries_exhausted",
         "message": "2 attempts failed; the last: LLM answered HTTP 500",
     }
@@ -121,6 +122,6 @@ async def test_a_task_past_its_deadline_fails_as_expired_without_running(harness
     async with running_worker(harness.settings, "general") as worker:
         record = await harness.wait(message.task_id, TaskStatus.FAILED)
         await wait_outcome(worker, "expired")
-    assert record.error is not None and record.error["type"] == "expired"
+    assert record.error is not None and record.error.type == "expired"
     assert await harness.llm_requests() == []
     assert await harness.bus.work_depth() == 0

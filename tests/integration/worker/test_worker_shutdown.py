@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
 from tests.integration.worker.helpers import Harness, wait_outcome

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_devllm.replies import MARK
 from taskyard_worker.app import running_worker
 from tests.integration.worker.helpers import Harness, wait_outcome
@@ -61,7 +61,11 @@ async def test_llm_refusal_fails_the_task_and_acks(harness: Harness) -> None:
     async with running_worker(harness.settings, "general") as worker:
         record = await harness.wait(message.task_id, TaskStatus.FAILED)
         await wait_outcome(worker, "failed")
-    assert record.error == {"type": "llm_error", "message": "LLM answered HTTP 400: context too long"}
+    assert record.error is not None
+    assert record.error.model_dump(mode="json") == {
+        "type": "llm_error",
+        "message": "LLM answered HTTP 400: context too long",
+    }
     assert record.result is None
     # Failed at once: no retry, no attempt charged beyond the first.
     assert record.attempts == 1 and record.attempt_log == [] and record.lease_owner is None
@@ -91,7 +95,7 @@ async def test_max_steps_exceeded_fails_the_task(harness: Harness) -> None:
     async with running_worker(harness.settings, "general"):
         record = await harness.wait(message.task_id, TaskStatus.FAILED)
     assert record.error is not None
-    assert record.error["type"] == "max_steps_exceeded"
+    assert record.error.type == "max_steps_exceeded"
     max_steps = 6  # the general specialist's, in specialists.yaml
     assert len(await harness.llm_requests()) == max_steps
     # The tokens of a failed task are recorded too.

@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from taskyard_api.announce import NotAnnounceable, intake_message, work_message
 from taskyard_api.models import MAX_INPUT_DEPTH, TaskDocument, TaskSubmission
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import TaskRecord
 
 
@@ -137,16 +137,3 @@ def test_task_document_shows_the_dead_letter_only_while_dead_lettered():
     assert TaskDocument.from_record(_record(dead_letter=summary)).dead_letter is None, "replayed since"
     odd = TaskDocument.from_record(_record(status=TaskStatus.DEAD_LETTERED, dead_letter={"reason": 7}))
     assert odd.dead_letter is not None and odd.dead_letter.reason == "7"
-
-
-def test_announced_messages_carry_the_task_limits():
-    queued = _record(attempts=2)
-    work = work_message(queued)
-    assert (work.specialist, work.attempt, work.routing) == ("general", 2, queued.routing)
-    assert (work.deadline, work.timeout_seconds, work.metadata) == (queued.deadline, 12.5, {"k": "v"})
-    assert work_message(_record()).attempt == 1, "a replay starts again at attempt 1"
-    pending = _record(status=TaskStatus.PENDING, specialist=None, routing=None)
-    intake = intake_message(pending)
-    assert (intake.deadline, intake.timeout_seconds, intake.input) == (pending.deadline, 12.5, {"q": 1})
-    with pytest.raises(NotAnnounceable):
-        work_message(_record(routing=None))

@@ -11,7 +11,7 @@ from taskyard_api.problems import (
     problem_response,
     problem_responses,
 )
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 
 
 def test_kinds_have_stable_type_uris_and_fixed_titles():

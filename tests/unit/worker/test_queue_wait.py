@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskStatus, Usage, WorkMessage
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage, WorkMessage
 from taskyard_common.store import TaskRecord
 from taskyard_worker.outcomes import queue_wait_seconds
 

@@ -9,8 +9,7 @@ import openai
 import pytest
 
 from taskyard_common.catalog import SpecialistSpec
-from taskyard_common.errors import TransientError
-from taskyard_common.store import StoreUnavailable
+from taskyard_common.errors import StoreUnavailable, TransientError
 from taskyard_worker.retries import MAX_FREE_DEFERRALS, plan_retry, retry_reason
 from taskyard_worker.runtime import AttemptTimeout, LlmRateLimited, retry_after_seconds
 

@@ -6,7 +6,8 @@ import asyncio
 import uuid
 from typing import Any
 
-from taskyard_common.store import StartOutcome, StartResult, StoreUnavailable
+from taskyard_common.errors import StoreUnavailable
+from taskyard_common.store import StartOutcome, StartResult
 from taskyard_worker.starts import MAX_BATCH, StartBatcher
 
 

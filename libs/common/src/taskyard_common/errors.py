@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from taskyard_common.task_errors import TaskErrorType
+
 
 class TaskyardError(Exception):
     """Base of every error taskyard raises on purpose."""
@@ -9,6 +13,9 @@ class TaskyardError(Exception):
 
 class PermanentError(TaskyardError):
     """Retrying cannot help (invalid input, unknown specialist, a 4xx from the LLM): fail or dead-letter now."""
+
+    # The ``error.type`` of a task that fails with this error.
+    kind: ClassVar[TaskErrorType] = TaskErrorType.PERMANENT_ERROR
 
 
 class TransientError(TaskyardError):
@@ -33,3 +40,12 @@ class Unroutable(PermanentError):
 
 class TopologyMismatch(PermanentError):
     """A queue exists with other arguments than the ones taskyard would declare (406 PRECONDITION_FAILED)."""
+
+
+class StoreUnavailable(TransientError):
+    """The database could not be reached; the operation may succeed later."""
+
+
+class NotAnnounceable(PermanentError):
+    """A stored task no message can announce: it is not pending or queued, or was queued without a routing
+    decision (written by something other than taskyard's own transitions)."""

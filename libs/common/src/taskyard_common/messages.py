@@ -8,38 +8,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from taskyard_common.errors import InvalidMessage
+from taskyard_common.errors import InvalidMessage, NotAnnounceable
+
+if TYPE_CHECKING:
+    # Only for the annotations of ``from_record``: the store's records are built on these messages' models.
+    from taskyard_common.store.records import TaskRecord
 
 SCHEMA_VERSION = 1
 
 SpecialistName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,62}$")]
 # A task's input: free text, or a JSON object for structured requests.
 TaskInput = str | dict[str, Any]
-
-
-class TaskStatus(StrEnum):
-    PENDING = "pending"  # accepted, awaiting routing
-    QUEUED = "queued"  # routed to a specialist queue
-    RUNNING = "running"  # a worker holds a lease on it
-    RETRYING = "retrying"  # a transient failure; the next attempt waits in a delay queue
-    COMPLETED = "completed"
-    FAILED = "failed"
-    DEAD_LETTERED = "dead_lettered"  # the broker gave up on its message (see the dead-letter API)
-    CANCELLED = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL_STATUSES
-
-
-TERMINAL_STATUSES = frozenset(
-    {TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.DEAD_LETTERED, TaskStatus.CANCELLED}
-)
 
 
 class RoutingMethod(StrEnum):
@@ -110,6 +94,18 @@ class IntakeMessage(Envelope, _TaskLimits):
     requested_specialist: SpecialistName | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
 
+    @classmethod
+    def from_record(cls, record: TaskRecord) -> IntakeMessage:
+        """The intake message of a stored task (a submission, a replay of a task never routed, a sweep)."""
+        return cls(
+            task_id=record.id,
+            input=record.input,
+            requested_specialist=record.requested_specialist,
+            metadata=record.metadata,
+            deadline=record.deadline,
+            timeout_seconds=record.timeout_seconds,
+        )
+
 
 class WorkMessage(Envelope, _TaskLimits):
     """Broker agent → specialist worker: a routed task to run. ``attempt`` counts charged attempts."""
@@ -119,6 +115,24 @@ class WorkMessage(Envelope, _TaskLimits):
     input: TaskInput
     routing: RoutingDecision
     metadata: dict[str, str] = Field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, record: TaskRecord) -> WorkMessage:
+        """The work message of a routed task, rebuilt from the store (a replay, a reclaim, a stale queued
+        task); ``attempt`` is the task's charged attempts so far (at least 1: a replay reset them).
+        Raises ``NotAnnounceable`` for a task that was never routed."""
+        if record.routing is None:
+            raise NotAnnounceable(f"task {record.id} has no routing decision")
+        return cls(
+            task_id=record.id,
+            attempt=max(1, record.attempts),
+            specialist=record.routing.specialist,
+            input=record.input,
+            routing=record.routing,
+            metadata=record.metadata,
+            deadline=record.deadline,
+            timeout_seconds=record.timeout_seconds,
+        )
 
 
 class ControlMessage(Envelope):

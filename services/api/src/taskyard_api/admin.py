@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import asyncpg
 from pydantic import ValidationError
 
+from taskyard_common.errors import StoreUnavailable
 from taskyard_common.settings import DbSettings
 from taskyard_common.store.keys import TENANT_PATTERN, ApiKey, KeyStore, Role
-from taskyard_common.store.postgres import StoreUnavailable
 
 PROG = "taskyard-admin"
 

@@ -11,7 +11,7 @@ import binascii
 from datetime import UTC, datetime
 from uuid import UUID
 
-from taskyard_common.store.base import Cursor
+from taskyard_common.store.records import Cursor
 
 _MAX_LENGTH = 200
 

@@ -27,8 +27,7 @@ from taskyard_api.problems import (
     problem_response,
 )
 from taskyard_api.request_id import current_request_id, new_request_id
-from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
-from taskyard_common.store.postgres import StoreUnavailable
+from taskyard_common.errors import BrokerUnavailable, PublishRejected, StoreUnavailable, Unroutable
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+from taskyard_common.errors import StoreUnavailable
 from taskyard_common.store import NewTask, TaskRecord
-from taskyard_common.store.postgres import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from taskyard_api.settings import ServiceSettings
 from taskyard_api.sweeper import Sweeper
 from taskyard_api.token_batches import BatchedBuckets
 from taskyard_common.catalog import Catalog, CatalogError, load_catalog
+from taskyard_common.errors import StoreUnavailable
 from taskyard_common.metrics import SUBMIT_REJECTED
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
-from taskyard_common.store.postgres import StoreUnavailable
 from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.topology import Topology
 

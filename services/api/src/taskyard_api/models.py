@@ -19,8 +19,10 @@ from pydantic import (
     field_validator,
 )
 
-from taskyard_common.messages import RoutingMethod, TaskInput, TaskStatus, Usage, utcnow
-from taskyard_common.store.base import TaskRecord
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingMethod, TaskInput, Usage, utcnow
+from taskyard_common.store.records import TaskRecord
+from taskyard_common.task_errors import TaskError
 
 # Beyond this, serialisers (pydantic's, PostgreSQL's) refuse or recurse too deep: refuse it up front as 422
 # instead of failing later as a 500.
@@ -188,7 +190,7 @@ class TaskDocument(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     result: dict[str, Any] | None = Field(description="Set when completed")
-    error: dict[str, Any] | None = Field(description="Set when failed")
+    error: TaskError | None = Field(description="Set when failed: a stable type and a message")
     usage: Usage
     input: TaskInput
     metadata: dict[str, str]

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from taskyard_api.request_id import current_request_id
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_BASE_URI = "https://taskyard.dev/problems/"

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Protocol
 from uuid import UUID
 
-from taskyard_common.store.postgres import StoreUnavailable
+from taskyard_common.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,10 @@ class PublishedMarker:
             self._pending.pop(next(iter(self._pending)))
         self._pending[task_id] = None
         self._wake.set()
+
+    async def mark_soon(self, task_id: UUID) -> None:
+        """``mark`` in the shape of the announce path's ``Mark``: it never waits for the database."""
+        self.mark(task_id)
 
     @property
     def pending(self) -> int:

@@ -18,7 +18,7 @@ from taskyard_api.problems import (
     ProblemException,
 )
 from taskyard_api.settings import PAGE_SIZE_CEILING, ServiceSettings
-from taskyard_common.store.base import Cursor
+from taskyard_common.store.records import Cursor
 
 TaskIdPath = Annotated[str, Path(description="The task id (a UUID)")]
 LimitQuery = Annotated[int | None, Query(ge=1, le=PAGE_SIZE_CEILING, description="Page size (default 50)")]

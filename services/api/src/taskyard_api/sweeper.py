@@ -28,9 +28,9 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 
-from taskyard_api.announce import NotAnnounceable, announce
 from taskyard_api.broker import BrokerLink
-from taskyard_common.errors import TaskyardError
+from taskyard_common.announce import announce
+from taskyard_common.errors import NotAnnounceable, TaskyardError
 from taskyard_common.messages import utcnow
 from taskyard_common.store import TaskRecord, TaskStore
 from taskyard_common.topology import Topology
@@ -89,12 +89,11 @@ class Sweeper:
 
     async def _publish(self, task: TaskRecord) -> bool:
         try:
-            await announce(self._broker.publisher, self._topology, task)
+            await announce(self._broker.publisher, self._topology, task, self._store.mark_published)
         except (ValidationError, NotAnnounceable) as exc:
             # Written by something other than this API's validated paths: never publishable.
             log.error("task %s cannot be announced (%s); skipping", task.id, type(exc).__name__)
             return False
-        await self._store.mark_published(task.id)
         return True
 
     async def _run(self) -> None:

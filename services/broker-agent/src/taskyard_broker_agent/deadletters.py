@@ -103,7 +103,7 @@ class DeadLetterConsumer:
                 "dropping a dead letter that names no task (reason=%s queue=%s)", letter.reason, letter.queue
             )
             return
-        recorded = await self._store.record_dead_letter(
+        recorded = await self._store.dead_letter(
             letter.task_id,
             reason=letter.reason,
             queue=letter.queue,

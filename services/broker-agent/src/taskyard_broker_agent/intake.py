@@ -26,18 +26,20 @@ from aio_pika.abc import AbstractIncomingMessage
 from taskyard_broker_agent.router import Router
 from taskyard_common import metrics
 from taskyard_common.amqp import Publisher
+from taskyard_common.announce import publish_then_mark
 from taskyard_common.catalog import Catalog
 from taskyard_common.errors import PermanentError, TaskyardError
+from taskyard_common.lifecycle import ROUTING_UNFINISHED, TaskStatus
 from taskyard_common.messages import (
     IntakeMessage,
     RoutingDecision,
     RoutingMethod,
-    TaskStatus,
     Usage,
     WorkMessage,
 )
 from taskyard_common.retry import backoff_seconds, publish_delayed
 from taskyard_common.store import TaskRecord, TaskStore
+from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import INTAKE_TARGET, Topology
 
 log = logging.getLogger(__name__)
@@ -126,15 +128,15 @@ class IntakeHandler:
 
     async def _give_up(self, message: IntakeMessage, detail: str) -> None:
         task = await self._store.get(message.task_id)
-        if task is None or task.status not in (TaskStatus.PENDING, TaskStatus.QUEUED):
+        if task is None or task.status not in ROUTING_UNFINISHED:
             # Discarded, finished, or a worker has it after all (a publish whose confirm timed out may
             # still have reached the queue): nothing to fail.
             return
-        error = {
-            "type": "routing_failed",
-            "message": f"routing failed {message.attempt} times; last error: {detail}",
-            "attempts": message.attempt,
-        }
+        error = task_error(
+            TaskErrorType.ROUTING_FAILED,
+            f"routing failed {message.attempt} times; last error: {detail}",
+            attempts=message.attempt,
+        )
         if await self._store.fail(message.task_id, error, Usage()):
             log.error(
                 "failed task %s: routing failed %d times (%s)", message.task_id, message.attempt, detail
@@ -206,17 +208,15 @@ class IntakeHandler:
         # (A requested specialist of the catalog never gets here: ``handle`` records it at once.)
         # The API validated the name against its own catalog; this broker's catalog differs (a rollout in
         # progress). Retrying cannot help, and silently routing elsewhere would ignore the client.
-        error = {
-            "type": "unknown_specialist",
-            "message": f"specialist {requested!r} is not in the broker agent's catalog",
-        }
+        error = task_error(
+            TaskErrorType.UNKNOWN_SPECIALIST, f"specialist {requested!r} is not in the broker agent's catalog"
+        )
         await self._store.fail(message.task_id, error, Usage())
         log.warning("failed task %s: requested specialist %s not in the catalog", message.task_id, requested)
         return None
 
     async def _expire(self, message: IntakeMessage) -> None:
-        error = {"type": "expired", "message": "the task's deadline passed before it was routed"}
-        if await self._store.fail(message.task_id, error, Usage()):
+        if await self._store.expire(message.task_id, "the task's deadline passed before it was routed"):
             log.info("failed task %s: its deadline passed before routing", message.task_id)
 
     async def _resume(self, message: IntakeMessage, task: TaskRecord | None) -> None:
@@ -261,7 +261,8 @@ class IntakeHandler:
             timeout_seconds=message.timeout_seconds or timeout_seconds,
         )
         # Confirmed and mandatory: the handler returns (and the intake message is acked) only once the
-        # specialist queue holds the message. A transient failure goes through the delay path above.
-        # ``Unroutable`` (the specialist queue was deleted) dead-letters the intake message; the dead-letter
-        # consumer records the task as dead_lettered, and a replay once the queue exists again sends it.
-        await self._publisher.publish(self._topology.tasks_exchange, decision.specialist, work)
+        # specialist queue holds the message; no mark: the intake message's redelivery recovers (see
+        # taskyard_common.announce). A transient failure goes through the delay path above. ``Unroutable``
+        # (the specialist queue was deleted) dead-letters the intake message; the dead-letter consumer
+        # records the task as dead_lettered, and a replay once the queue exists again sends it.
+        await publish_then_mark(self._publisher, self._topology, work, mark=None)

@@ -20,7 +20,8 @@ import aio_pika
 import aiormq
 
 from taskyard_common import metrics
-from taskyard_common.store import StoreUnavailable, TaskStore
+from taskyard_common.errors import StoreUnavailable
+from taskyard_common.store import TaskStore
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,10 @@ from uuid import UUID
 
 from taskyard_common import metrics
 from taskyard_common.amqp import Publisher
-from taskyard_common.errors import TaskyardError
-from taskyard_common.messages import TaskStatus, WorkMessage, utcnow
+from taskyard_common.announce import publish_then_mark
+from taskyard_common.errors import NotAnnounceable, TaskyardError
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import WorkMessage, utcnow
 from taskyard_common.store import TaskRecord, TaskStore
 from taskyard_common.topology import Topology
 
@@ -41,18 +43,10 @@ BATCH_SIZE = 100
 
 def work_message(task: TaskRecord) -> WorkMessage | None:
     """The work message of a routed task, rebuilt from the store; None if it was never routed."""
-    if task.specialist is None or task.routing is None:
+    try:
+        return WorkMessage.from_record(task)
+    except NotAnnounceable:
         return None
-    return WorkMessage(
-        task_id=task.id,
-        attempt=max(task.attempts, 1),
-        specialist=task.specialist,
-        input=task.input,
-        routing=task.routing,
-        metadata=task.metadata,
-        deadline=task.deadline,
-        timeout_seconds=task.timeout_seconds,
-    )
 
 
 @dataclass
@@ -191,10 +185,9 @@ class Reaper:
 
     async def _send(self, work: WorkMessage) -> bool:
         try:
-            await self._publisher.publish(self._topology.tasks_exchange, work.specialist, work)
+            await publish_then_mark(self._publisher, self._topology, work, self._store.mark_published)
         except TaskyardError as exc:
             # Back pressure, a broker outage, or no queue for the specialist: try again next round.
             log.warning("could not publish task %s to %s: %s", work.task_id, work.specialist, exc)
             return False
-        await self._store.mark_published(work.task_id)
         return True

@@ -24,11 +24,13 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import SpecialistSpec
-from taskyard_common.errors import TaskyardError, TransientError
-from taskyard_common.messages import TaskStatus, Usage, WorkMessage
+from taskyard_common.errors import StoreUnavailable, TaskyardError, TransientError
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import Usage, WorkMessage
 from taskyard_common.metrics import MESSAGES_QUARANTINED, TASKS_FINISHED
 from taskyard_common.retry import backoff_seconds, publish_delayed
-from taskyard_common.store import StartOutcome, StartResult, StoreUnavailable, TaskStore
+from taskyard_common.store import StartOutcome, StartResult, TaskStore
+from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import Topology, work_target
 from taskyard_worker.flights import Flight, Source, StopReason
 from taskyard_worker.outcomes import Outcomes
@@ -134,10 +136,9 @@ class WorkHandler:
             delivery.add_done_callback(self._touch)
         if message.specialist != self.specialist:
             # A routing bug, not a poison message: fail the task visibly instead of running it here.
-            error = {
-                "type": "misrouted",
-                "message": f"meant for {message.specialist!r}, not {self.specialist!r}",
-            }
+            error = task_error(
+                TaskErrorType.MISROUTED, f"meant for {message.specialist!r}, not {self.specialist!r}"
+            )
             await self._store.fail(message.task_id, error, Usage())
             self._outcome("misrouted")
             return

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from taskyard_common.store import StoreUnavailable, TaskStore
+from taskyard_common.errors import StoreUnavailable
+from taskyard_common.store import TaskStore
 from taskyard_worker.flights import StopReason
 from taskyard_worker.handler import WorkHandler
 

@@ -19,8 +19,9 @@ import aiormq
 
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import SpecialistSpec
-from taskyard_common.errors import PermanentError, TaskyardError, TransientError
-from taskyard_common.messages import TaskStatus, Usage, WorkMessage
+from taskyard_common.errors import PermanentError, StoreUnavailable, TaskyardError, TransientError
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import Usage, WorkMessage
 from taskyard_common.metrics import (
     LLM_TOKENS,
     TASK_DURATION,
@@ -30,7 +31,8 @@ from taskyard_common.metrics import (
     TASKS_IN_FLIGHT,
 )
 from taskyard_common.retry import publish_delayed
-from taskyard_common.store import StoreUnavailable, TaskRecord, TaskStore
+from taskyard_common.store import TaskRecord, TaskStore
+from taskyard_common.task_errors import TaskError, TaskErrorType, task_error
 from taskyard_common.topology import Topology, work_target
 from taskyard_worker.flights import Flight, Source, StopReason
 from taskyard_worker.retries import plan_retry
@@ -40,9 +42,9 @@ from taskyard_worker.settings import WorkerSettings
 log = logging.getLogger(__name__)
 
 
-def error_record(exc: PermanentError) -> dict[str, Any]:
+def error_record(exc: PermanentError) -> TaskError:
     """The ``error`` stored on a failed task: a stable type and a human message (never the input)."""
-    return {"type": getattr(exc, "kind", "permanent_error"), "message": str(exc)}
+    return task_error(exc.kind, str(exc))
 
 
 def queue_wait_seconds(record: TaskRecord, message: WorkMessage) -> float:
@@ -160,7 +162,7 @@ class Outcomes:
         The store learns it first: acked but not marked, a dead worker's task would be no one's to reclaim.
         """
         try:
-            if not await self._store.mark_settled(flight.message.task_id, self._owner):
+            if not await self._store.settle(flight.message.task_id, self._owner):
                 return  # the lease is gone: the run is being stopped, nothing to settle early
         except StoreUnavailable:
             log.warning(
@@ -244,10 +246,9 @@ class Outcomes:
         attempt = max(message.attempt, record.attempts)
         plan = plan_retry(exc, attempt, self._spec, record.attempt_log)
         if plan is None:
-            failure = {
-                "type": "retries_exhausted",
-                "message": f"{attempt} attempts failed; the last: {error}",
-            }
+            failure = task_error(
+                TaskErrorType.RETRIES_EXHAUSTED, f"{attempt} attempts failed; the last: {error}"
+            )
             stored = await self._store.fail(task_id, failure, usage, self._owner)
             self._finished(flight, stored, TaskStatus.FAILED, summary)
             return

@@ -24,6 +24,7 @@ from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import PermanentError, TransientError
 from taskyard_common.llm import ClientPool, classify
 from taskyard_common.messages import TaskInput, Usage
+from taskyard_common.task_errors import TaskErrorType
 from taskyard_worker.tools import ToolError, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -35,18 +36,16 @@ _COMPLETIONS_PATH = "/chat/completions"
 class AgentError(PermanentError):
     """The task failed for good; ``kind`` is the ``type`` recorded in the task's error."""
 
-    kind = "agent_error"
+    kind = TaskErrorType.AGENT_ERROR
 
 
 class MaxStepsExceeded(AgentError):
-    kind = "max_steps_exceeded"
+    kind = TaskErrorType.MAX_STEPS_EXCEEDED
 
 
 class AttemptTimeout(TransientError):
     """The attempt ran past its time limit. Transient: the LLM may be faster next time, and the retry
     policy (``max_attempts``) bounds how often a task that is simply too long is tried."""
-
-    kind = "timeout"
 
 
 class LlmRateLimited(TransientError):
@@ -60,7 +59,7 @@ class LlmRateLimited(TransientError):
 class LlmRejected(AgentError):
     """The LLM refused the request (a 4xx other than 429): the same request would be refused again."""
 
-    kind = "llm_error"
+    kind = TaskErrorType.LLM_ERROR
 
 
 @dataclass(frozen=True)

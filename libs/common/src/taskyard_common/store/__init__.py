@@ -1,17 +1,18 @@
 """The task store: a small interface (``TaskStore``) and its PostgreSQL implementation."""
 
-from taskyard_common.store.base import (
+from taskyard_common.store.interface import TaskStore
+from taskyard_common.store.postgres import PostgresTaskStore
+from taskyard_common.store.records import (
     DEFAULT_TENANT,
     DeadLetterRecord,
     IdempotentCreate,
     NewTask,
+    RoutedTask,
     StartOutcome,
     StartResult,
     TaskRecord,
-    TaskStore,
     WaitingAges,
 )
-from taskyard_common.store.postgres import PostgresTaskStore, StoreUnavailable
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -19,9 +20,9 @@ __all__ = [
     "IdempotentCreate",
     "NewTask",
     "PostgresTaskStore",
+    "RoutedTask",
     "StartOutcome",
     "StartResult",
-    "StoreUnavailable",
     "TaskRecord",
     "TaskStore",
     "WaitingAges",

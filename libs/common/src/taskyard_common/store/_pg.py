@@ -10,9 +10,9 @@ from typing import Any
 
 import asyncpg
 
-from taskyard_common.errors import TransientError
-from taskyard_common.messages import TaskStatus
-from taskyard_common.store.base import NewTask, TaskRecord
+from taskyard_common.errors import StoreUnavailable
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.store.records import NewTask, TaskRecord
 
 COLUMNS = (
     "id, status, tenant, input, metadata, requested_specialist, specialist, routing, attempts, result, error,"
@@ -48,7 +48,6 @@ def insert_args(task: NewTask) -> tuple[Any, ...]:
     )
 
 
-NON_TERMINAL = "('pending', 'queued', 'running', 'retrying')"
 # Dropping a lease: shared by every transition out of running.
 CLEAR_LEASE = "lease_owner = NULL, lease_expires_at = NULL"
 
@@ -61,10 +60,6 @@ UNAVAILABLE = (
     asyncpg.exceptions.InterfaceError,
     asyncpg.exceptions.TooManyConnectionsError,
 )
-
-
-class StoreUnavailable(TransientError):
-    """The database could not be reached; the operation may succeed later."""
 
 
 async def init_connection(conn: asyncpg.Connection) -> None:

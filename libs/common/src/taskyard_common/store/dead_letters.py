@@ -1,4 +1,8 @@
-"""Dead letters: what the broker gave up on, kept until an operator replays or discards it."""
+"""Dead letters: what the broker gave up on, kept until an operator replays or discards it.
+
+The transitions into and out of ``dead_lettered`` (``dead_letter``, ``reclaim``, ``replay``) are in
+``transitions.py``; here are the reads of the open dead letters and closing one without a replay.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,9 @@ from uuid import UUID
 
 import asyncpg
 
-from taskyard_common.messages import TaskStatus
-from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, NON_TERMINAL, PoolStore, to_record
-from taskyard_common.store.base import DeadLetterRecord, TaskRecord
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.store._pg import PoolStore
+from taskyard_common.store.records import DeadLetterRecord
 
 _DL_COLUMNS = (
     "d.task_id, d.specialist, d.reason, d.queue, d.deaths, d.message, d.recorded_at, t.status AS task_status,"
@@ -36,31 +40,6 @@ def _dead_letter(row: asyncpg.Record) -> DeadLetterRecord:
 
 
 class DeadLetterQueries(PoolStore):
-    async def record_dead_letter(
-        self,
-        task_id: UUID,
-        *,
-        reason: str,
-        queue: str,
-        deaths: list[dict[str, Any]],
-        message: dict[str, Any],
-        specialist: str | None,
-    ) -> bool:
-        summary = {"reason": reason, "queue": queue, "count": len(deaths), "deaths": deaths}
-        async with self._transaction() as conn:
-            updated = await conn.fetchrow(
-                f"UPDATE tasks SET status = 'dead_lettered', {CLEAR_LEASE},"
-                " dead_letter = $2 || jsonb_build_object('at', clock_timestamp()),"
-                " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()"
-                f" WHERE id = $1 AND status IN {NON_TERMINAL} RETURNING id",
-                task_id,
-                summary,
-            )
-            if updated is None:
-                return False
-            await conn.execute(UPSERT_DEAD_LETTER, task_id, specialist, reason, queue, deaths, message)
-        return True
-
     async def list_dead_letters(
         self,
         *,
@@ -99,43 +78,6 @@ class DeadLetterQueries(PoolStore):
             task_id,
         )
         return _dead_letter(row) if row else None
-
-    async def replay_dead_letter(self, task_id: UUID, specialist: str | None) -> TaskRecord | None:
-        async with self._transaction() as conn:
-            taken = await conn.fetchrow(
-                "DELETE FROM dead_letters WHERE task_id = $1 AND discarded_at IS NULL RETURNING reason",
-                task_id,
-            )
-            if taken is None:
-                return None
-            routing = None
-            if specialist is not None:
-                routing = {
-                    "method": "explicit",
-                    "specialist": specialist,
-                    "reason": "replayed from the dead-letter queue",
-                    "confidence": 1.0,
-                }
-            entry = {"event": "replayed", "dead_letter_reason": taken["reason"], "specialist": specialist}
-            row = await conn.fetchrow(
-                "UPDATE tasks SET"
-                " specialist = COALESCE($2, specialist), routing = COALESCE($3, routing),"
-                " status = CASE WHEN COALESCE($2, specialist) IS NULL THEN 'pending' ELSE 'queued' END,"
-                f" attempts = 0, lease_expirations = 0, {CLEAR_LEASE}, error = NULL, result = NULL,"
-                " next_attempt_at = NULL, cancel_requested_at = NULL, finished_at = NULL, started_at = NULL,"
-                # Its new message is not published yet: the sweeper re-publishes it if the caller cannot.
-                " published_at = NULL,"
-                " attempt_log = attempt_log || jsonb_build_array($4::jsonb), updated_at = clock_timestamp()"
-                f" WHERE id = $1 AND status = 'dead_lettered' RETURNING {COLUMNS}",
-                task_id,
-                specialist,
-                routing,
-                entry,
-            )
-            if row is None:
-                # The task moved on meanwhile (it cannot, but never leave a half replay behind).
-                raise RuntimeError(f"task {task_id} has a dead letter but is not dead_lettered")
-            return to_record(row)
 
     async def discard_dead_letter(self, task_id: UUID) -> bool:
         row = await self._fetchrow(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from taskyard_common.store._pg import COLUMNS, INSERT_TASK, PoolStore, insert_args, to_record
-from taskyard_common.store.base import IdempotentCreate, NewTask
+from taskyard_common.store.records import IdempotentCreate, NewTask
 
 # $1 tenant, $2 key, $3 request_hash, $4 task_id, $5 retention in seconds.
 _CLAIM = (

@@ -19,8 +19,9 @@ from enum import StrEnum
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
+from taskyard_common.errors import StoreUnavailable
 from taskyard_common.settings import DbSettings
-from taskyard_common.store._pg import UNAVAILABLE, PoolStore, StoreUnavailable
+from taskyard_common.store._pg import UNAVAILABLE, PoolStore
 
 KEY_PREFIX = "tyk_"
 _KEY = re.compile(r"^(tyk_[0-9a-f]{8})_([A-Za-z0-9_-]{43,})$")

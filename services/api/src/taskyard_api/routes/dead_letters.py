@@ -19,11 +19,9 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskyard_api.announce import announce
 from taskyard_api.auth import Admin, Principal
 from taskyard_api.cursor import encode_cursor
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
-from taskyard_api.lifespan import Resources
 from taskyard_api.models import TaskDocument, task_path
 from taskyard_api.problems import (
     BROKER_UNAVAILABLE,
@@ -43,10 +41,10 @@ from taskyard_api.request_params import (
     parse_task_id,
     require_json_body,
 )
+from taskyard_common.announce import announce
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
-from taskyard_common.messages import TaskStatus
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.store import DeadLetterRecord, TaskStore
-from taskyard_common.store.postgres import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -216,11 +214,11 @@ async def replay_dead_letter(
             BROKER_UNAVAILABLE("The message broker is unavailable; the dead letter was not replayed."),
             retry_after,
         ) from None
-    record = await resources.store.replay_dead_letter(ident, specialist)
+    record = await resources.store.replay(ident, specialist)
     if record is None:
         raise ProblemException(NOT_FOUND(NO_DEAD_LETTER))
     try:
-        await announce(publisher, resources.topology, record)
+        await announce(publisher, resources.topology, record, resources.store.mark_published)
     except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
         log.warning("replayed task %s not published (%s); the sweeper will publish it", record.id, exc)
         kind = QUEUE_FULL if isinstance(exc, PublishRejected) else BROKER_UNAVAILABLE
@@ -233,18 +231,9 @@ async def replay_dead_letter(
         )
         headers = {**retry_after, "Location": task_path(record.id)}
         raise ProblemException(kind(detail, task_status=record.status), headers) from exc
-    await _mark_published(resources, record.id)
     log.info("replayed dead letter of task %s (now %s)", record.id, record.status.value)
     response.headers["Location"] = task_path(record.id)
     return TaskDocument.from_record(record)
-
-
-async def _mark_published(resources: Resources, task_id: UUID) -> None:
-    try:
-        await resources.store.mark_published(task_id)
-    except StoreUnavailable:
-        # Published, so replayed. The sweeper publishes it once more later; a worker runs it once.
-        log.warning("replayed task %s published but not marked published: database unavailable", task_id)
 
 
 @router.delete(

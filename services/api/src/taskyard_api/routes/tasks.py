@@ -13,7 +13,6 @@ from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from taskyard_api.announce import intake_message
 from taskyard_api.auth import Principal, Reader, Submitter
 from taskyard_api.cursor import encode_cursor
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
@@ -43,13 +42,13 @@ from taskyard_api.request_params import (
     parse_task_id,
     require_json_body,
 )
+from taskyard_common.announce import publish_then_mark
 from taskyard_common.catalog import Catalog
-from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
-from taskyard_common.messages import ControlMessage, TaskStatus
+from taskyard_common.errors import BrokerUnavailable, PublishRejected, StoreUnavailable, Unroutable
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import ControlMessage, IntakeMessage
 from taskyard_common.metrics import SUBMIT_REJECTED, TASKS_SUBMITTED
 from taskyard_common.store import NewTask, TaskRecord, TaskStore
-from taskyard_common.store.postgres import StoreUnavailable
-from taskyard_common.topology import INTAKE_ROUTING_KEY
 
 log = logging.getLogger(__name__)
 
@@ -199,25 +198,17 @@ async def submit_task(
     except StoreUnavailable:
         SUBMIT_REJECTED.labels("database_unavailable").inc()
         raise
-    message = intake_message(record)
+    # Without a key the confirm is marked behind, in batches (lost, the sweeper announces the task once more
+    # later, and routing applies only once); with one inline: a retry with the same key must find the task
+    # marked, or it would be told "in use" (409).
+    mark = resources.published.mark_soon if idempotency_key is None else store.mark_published
     try:
-        await publisher.publish(resources.topology.intake_exchange, INTAKE_ROUTING_KEY, message)
+        await publish_then_mark(publisher, resources.topology, IntakeMessage.from_record(record), mark)
     except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
         # Deleting the task releases its idempotency key with it (ON DELETE CASCADE): a retry may succeed.
         await _discard(store, record.id)
         SUBMIT_REJECTED.labels(_reject_reason(exc)).inc()
         raise  # the exception handlers answer 503 with Retry-After
-    if idempotency_key is None:
-        # Written behind, in batches: if that is lost the sweeper announces the task once more later, and
-        # routing applies only once.
-        resources.published.mark(record.id)
-    else:
-        # Inline: a retry with the same key must find the task marked, or it would be told "in use" (409).
-        try:
-            await store.mark_published(record.id)
-        except StoreUnavailable:
-            # Announced, so accepted. The sweeper announces it once more later; routing applies only once.
-            log.warning("task %s published but not marked published: database unavailable", record.id)
     TASKS_SUBMITTED.inc()
     # Serialised here rather than by FastAPI, which would validate the document again first.
     return Response(
@@ -305,7 +296,7 @@ async def cancel_task(
     Cancelling a cancelled task answers 200 again; any other finished task answers 409."""
     # The owner check first: a task's tenant never changes, and another tenant's task is not found.
     await _get_task(resources.store, task_id, principal)
-    record = await resources.store.request_cancel(parse_task_id(task_id))
+    record = await resources.store.cancel(parse_task_id(task_id))
     if record is None:
         raise ProblemException(NOT_FOUND("No task with this id."))
     if record.status is TaskStatus.CANCELLED:

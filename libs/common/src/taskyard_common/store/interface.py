@@ -1,0 +1,219 @@
+"""What the services need from a task store, independent of the database behind it.
+
+Every state change is one conditional statement (``... WHERE status IN (...)``), so a duplicate or late
+message can never move a task backwards or complete it twice; the boolean results say whether it applied.
+The transitions are named as in ``taskyard_common.lifecycle.TRANSITIONS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingDecision, Usage
+from taskyard_common.store.records import (
+    Cursor,
+    DeadLetterRecord,
+    IdempotentCreate,
+    NewTask,
+    RoutedTask,
+    StartResult,
+    TaskRecord,
+    WaitingAges,
+)
+from taskyard_common.task_errors import TaskError
+
+
+class TaskStore(Protocol):
+    # --- submissions -----------------------------------------------------------------------------------
+
+    async def ping(self) -> None: ...
+
+    async def create(self, task: NewTask) -> TaskRecord:
+        """→ pending (transition ``create``); committed before its intake message is published."""
+        ...
+
+    async def create_many(self, tasks: Sequence[NewTask]) -> list[TaskRecord]:
+        """``create`` for many tasks in one statement, committed together; records in the order of ``tasks``."""
+        ...
+
+    async def create_idempotent(
+        self, task: NewTask, *, key: str, request_hash: str, retention_seconds: float
+    ) -> IdempotentCreate:
+        """Claim ``(task.tenant, key)`` and insert ``task`` in one transaction; when the key is already
+        claimed (and younger than ``retention_seconds``), insert nothing and return what it names. A
+        concurrent claim of the same key waits for the first one's commit (primary key)."""
+        ...
+
+    async def expire_idempotency_keys(self, older_than: datetime) -> int:
+        """Delete the idempotency keys created before ``older_than``; returns how many."""
+        ...
+
+    async def mark_published(self, task_id: UUID) -> None:
+        """Record that the task's current message (intake or work) was confirmed by the broker."""
+        ...
+
+    async def mark_published_many(self, task_ids: Sequence[UUID]) -> int:
+        """``mark_published`` for many tasks in one statement; how many changed."""
+        ...
+
+    async def discard_unpublished(self, task_id: UUID) -> bool:
+        """Delete a task whose intake publish failed, so nothing runs that the client was told failed."""
+        ...
+
+    # --- reads -----------------------------------------------------------------------------------------
+
+    async def get(self, task_id: UUID) -> TaskRecord | None: ...
+
+    async def list(
+        self,
+        *,
+        status: TaskStatus | None,
+        specialist: str | None,
+        limit: int,
+        after: Cursor | None,
+        tenant: str | None = None,
+    ) -> list[TaskRecord]:
+        """Newest first; ``tenant`` None means every tenant (internal callers only, never the API)."""
+        ...
+
+    async def unpublished(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+        """Pending tasks last changed before ``older_than`` whose intake message was never confirmed
+        published (a producer died in between, or the publish of a replay failed)."""
+        ...
+
+    async def stale_queued(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+        """Queued tasks (no lease, no retry pending) last changed before ``older_than`` whose work message
+        is not known to be published: a step that re-queues a task and must then publish it (a dead-letter
+        replay, a reclaim) sets ``published_at`` to NULL in its commit, ``mark_published`` sets it after the
+        confirm. A task merely waiting in a long queue has ``published_at`` set, so it is never announced
+        twice."""
+        ...
+
+    async def expired_leases(self, limit: int) -> list[TaskRecord]:
+        """Running tasks whose message was settled early and whose lease has run out (the reaper's)."""
+        ...
+
+    async def oldest_waiting(self) -> WaitingAges:
+        """The age of the oldest waiting task per queue, in one query (a metrics collector calls it)."""
+        ...
+
+    # --- transitions (see taskyard_common.lifecycle.TRANSITIONS) ----------------------------------------
+
+    async def route(
+        self, task_id: UUID, decision: RoutingDecision, deadline: datetime | None = None
+    ) -> RoutedTask | None:
+        """pending → queued with the decision, in one statement, unless the task's deadline (else
+        ``deadline``) has passed. None when it did not apply: not pending any more, unknown, or expired
+        (the caller reads the task to tell which)."""
+        ...
+
+    async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
+        """Take the task's lease: queued/retrying (or running with an expired lease, or already ours) →
+        running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first."""
+        ...
+
+    async def start_many(
+        self, attempts: dict[UUID, int], *, owner: str, lease_seconds: float
+    ) -> dict[UUID, TaskRecord]:
+        """``start``'s usual case for many tasks (task id → message attempt) in one statement: those queued or
+        retrying, not cancelled, not past their deadline and not locked by another transaction become
+        running under ``owner``'s lease. Returns the started ones; the rest need ``start``."""
+        ...
+
+    async def heartbeat(
+        self, owner: str, task_ids: list[UUID], lease_seconds: float
+    ) -> tuple[set[UUID], set[UUID]]:
+        """Extend ``owner``'s leases; returns (ids still held, ids whose cancellation was requested)."""
+        ...
+
+    async def settle(self, task_id: UUID, owner: str) -> bool:
+        """Record that the running task's message is about to be acked early: from now on an expired
+        lease is the reaper's to reclaim (the broker will not redeliver the message)."""
+        ...
+
+    async def complete(self, task_id: UUID, result: dict[str, Any], usage: Usage, owner: str) -> bool:
+        """running (leased by ``owner``) → completed; False when another delivery finished it already."""
+        ...
+
+    async def fail(self, task_id: UUID, error: TaskError, usage: Usage, owner: str | None = None) -> bool:
+        """→ failed: from running leased by ``owner``, or from any non-terminal status when no owner."""
+        ...
+
+    async def expire(self, task_id: UUID, message: str) -> bool:
+        """Not started (pending, queued, retrying) and past its deadline → failed with type ``expired``."""
+        ...
+
+    async def schedule_retry(
+        self, task_id: UUID, owner: str, *, entry: dict[str, Any], next_attempt_at: datetime, usage: Usage
+    ) -> bool:
+        """running (``owner``) → retrying until ``next_attempt_at``; ``entry`` is appended to attempt_log."""
+        ...
+
+    async def release(self, task_id: UUID, owner: str) -> bool:
+        """running (``owner``) → queued, lease dropped: a graceful hand-back, no attempt charged."""
+        ...
+
+    async def cancel(self, task_id: UUID) -> TaskRecord | None:
+        """pending/queued/retrying → cancelled at once; running → cancel requested (the worker stops it);
+        terminal → unchanged. None when unknown. Returns the task as it is now."""
+        ...
+
+    async def cancel_running(self, task_id: UUID, owner: str, usage: Usage) -> bool:
+        """running (``owner``) → cancelled, after the worker stopped it."""
+        ...
+
+    async def reclaim(
+        self, task_id: UUID, max_expirations: int, message: dict[str, Any] | None = None
+    ) -> TaskStatus | None:
+        """A running task whose lease expired → queued with ``published_at`` cleared (the caller publishes
+        it again, then calls ``mark_published``), or dead_lettered with reason ``delivery_limit`` (queue
+        ``lease``) once its leases expired more than ``max_expirations`` times; then its ``dead_letters``
+        row, keeping ``message`` for a replay, is written in the same transaction. None if it was not
+        expired (another reaper took it, or its worker renewed the lease)."""
+        ...
+
+    async def dead_letter(
+        self,
+        task_id: UUID,
+        *,
+        reason: str,
+        queue: str,
+        deaths: list[dict[str, Any]],
+        message: dict[str, Any],
+        specialist: str | None,
+    ) -> bool:
+        """A non-terminal task → dead_lettered, keeping the message for replay; False if the task is
+        unknown or already terminal (a stray duplicate died: nothing to do)."""
+        ...
+
+    async def replay(self, task_id: UUID, specialist: str | None) -> TaskRecord | None:
+        """Take the dead letter back: the task becomes queued (pending when it was never routed and no
+        specialist is given) with attempts reset and ``published_at`` cleared until the caller publishes
+        it and calls ``mark_published``. None when there is no such open dead letter."""
+        ...
+
+    # --- dead letters ----------------------------------------------------------------------------------
+
+    async def list_dead_letters(
+        self,
+        *,
+        specialist: str | None,
+        reason: str | None,
+        limit: int,
+        after: tuple[datetime, UUID] | None,
+        tenant: str | None = None,
+    ) -> list[DeadLetterRecord]:
+        """Most recent first; ``tenant`` None means every tenant (internal callers only)."""
+        ...
+
+    async def get_dead_letter(self, task_id: UUID) -> DeadLetterRecord | None: ...
+
+    async def discard_dead_letter(self, task_id: UUID) -> bool:
+        """Close the dead letter without replaying; the task stays dead_lettered."""
+        ...
+
+    async def close(self) -> None: ...

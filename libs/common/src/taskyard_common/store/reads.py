@@ -1,0 +1,98 @@
+"""Reads of the task table: one task, a tenant's page, and what the recovery loops and metrics look for."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from taskyard_common.lifecycle import WAITING, TaskStatus, sql_in
+from taskyard_common.store._pg import COLUMNS, PoolStore, to_record
+from taskyard_common.store.records import Cursor, TaskRecord, WaitingAges
+
+
+class ReadQueries(PoolStore):
+    async def get(self, task_id: UUID) -> TaskRecord | None:
+        row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
+        return to_record(row) if row else None
+
+    async def list(
+        self,
+        *,
+        status: TaskStatus | None,
+        specialist: str | None,
+        limit: int,
+        after: Cursor | None,
+        tenant: str | None = None,
+    ) -> list[TaskRecord]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        if tenant is not None:
+            args.append(tenant)
+            clauses.append(f"tenant = ${len(args)}")
+        if status is not None:
+            args.append(status.value)
+            clauses.append(f"status = ${len(args)}")
+        if specialist is not None:
+            args.append(specialist)
+            clauses.append(f"specialist = ${len(args)}")
+        if after is not None:
+            args.extend(after)
+            clauses.append(f"(created_at, id) < (${len(args) - 1}, ${len(args)})")
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        args.append(limit)
+        rows = await self._fetch(
+            f"SELECT {COLUMNS} FROM tasks {where} ORDER BY created_at DESC, id DESC LIMIT ${len(args)}",
+            *args,
+        )
+        return [to_record(r) for r in rows]
+
+    async def unpublished(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+        # updated_at, not created_at: a replayed task is old but its intake publish may be in flight.
+        rows = await self._fetch(
+            f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'pending'"
+            " AND updated_at < $1 ORDER BY created_at LIMIT $2",
+            older_than,
+            limit,
+        )
+        return [to_record(r) for r in rows]
+
+    async def stale_queued(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+        rows = await self._fetch(
+            f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'queued'"
+            " AND lease_owner IS NULL AND next_attempt_at IS NULL AND updated_at < $1"
+            " ORDER BY updated_at LIMIT $2",
+            older_than,
+            limit,
+        )
+        return [to_record(r) for r in rows]
+
+    async def expired_leases(self, limit: int) -> list[TaskRecord]:
+        rows = await self._fetch(
+            f"SELECT {COLUMNS} FROM tasks WHERE status = 'running' AND message_settled"
+            " AND lease_expires_at < clock_timestamp() ORDER BY lease_expires_at LIMIT $1",
+            limit,
+        )
+        return [to_record(r) for r in rows]
+
+    async def oldest_waiting(self) -> WaitingAges:
+        # updated_at, not created_at or routed_at: a task enters pending or queued again when it is replayed,
+        # handed back or reclaimed, and nothing else changes updated_at while it waits. A retrying task waits
+        # in the work queue once its delay is over. The status index keeps this cheap.
+        rows = await self._fetch(
+            "SELECT CASE WHEN status = 'pending' THEN NULL ELSE specialist END AS queue,"
+            " extract(epoch FROM clock_timestamp() - min(CASE WHEN status = 'retrying' THEN next_attempt_at"
+            " ELSE updated_at END))::float8 AS age"
+            f" FROM tasks WHERE status IN {sql_in(WAITING)}"
+            " OR (status = 'retrying' AND next_attempt_at <= clock_timestamp())"
+            " GROUP BY 1"
+        )
+        pending: float | None = None
+        queued: dict[str, float] = {}
+        for row in rows:
+            age = max(0.0, float(row["age"]))
+            if row["queue"] is None:
+                pending = age
+            else:
+                queued[row["queue"]] = age
+        return WaitingAges(pending, queued)

@@ -1,0 +1,131 @@
+"""The task store's records: what goes in (``NewTask``) and what comes out of it.
+
+Plain data, no database: the services and the store's interface share them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingDecision, TaskInput, Usage
+from taskyard_common.task_errors import TaskError
+
+# The tenant of every task written without authentication (and of the rows older than tenants).
+DEFAULT_TENANT = "default"
+
+
+class NewTask(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: UUID
+    tenant: str = DEFAULT_TENANT
+    input: TaskInput
+    metadata: dict[str, str]
+    requested_specialist: str | None = None
+    deadline: datetime | None = None
+    timeout_seconds: float | None = None
+
+
+class TaskRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: UUID
+    status: TaskStatus
+    tenant: str = DEFAULT_TENANT
+    input: TaskInput
+    metadata: dict[str, str]
+    requested_specialist: str | None
+    specialist: str | None
+    routing: RoutingDecision | None
+    attempts: int
+    result: dict[str, Any] | None
+    error: TaskError | None
+    usage: Usage
+    created_at: datetime
+    published_at: datetime | None
+    routed_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    next_attempt_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    lease_expirations: int = 0
+    cancel_requested_at: datetime | None = None
+    deadline: datetime | None = None
+    timeout_seconds: float | None = None
+    attempt_log: list[dict[str, Any]] = []
+    dead_letter: dict[str, Any] | None = None
+
+
+class StartOutcome(StrEnum):
+    STARTED = "started"  # the caller now holds the lease and runs the task
+    FINISHED = "finished"  # already terminal (a duplicate or late delivery): nothing to run
+    LEASED = "leased"  # another worker holds a live lease: try again once it may have expired
+    EXPIRED = "expired"  # its deadline passed before it started: now failed with reason "expired"
+    CANCELLED = "cancelled"  # cancellation was requested before it started: now cancelled
+    NOT_ROUTED = "not_routed"  # still pending: the routing commit is not visible yet
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class StartResult:
+    outcome: StartOutcome
+    record: TaskRecord | None = None
+    # For LEASED: seconds until the other worker's lease runs out.
+    lease_remaining_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class RoutedTask:
+    """What ``route`` returns once the decision is recorded: the task's limits, for its work message."""
+
+    deadline: datetime | None
+    timeout_seconds: float | None
+
+
+class DeadLetterRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    task_id: UUID
+    specialist: str | None
+    reason: str
+    queue: str
+    deaths: list[dict[str, Any]]
+    message: dict[str, Any]
+    recorded_at: datetime
+    task_status: TaskStatus
+    tenant: str = DEFAULT_TENANT
+
+
+@dataclass(frozen=True)
+class IdempotentCreate:
+    """What ``create_idempotent`` found: the task it created, or the one the key already names."""
+
+    created: bool
+    # The stored submission's hash: a different one means the key was reused for another request.
+    request_hash: str
+    # None when the key's task is gone or not yet written (never the case after a commit, but be safe).
+    record: TaskRecord | None
+
+
+@dataclass(frozen=True)
+class WaitingAges:
+    """How long the oldest waiting task of each queue has waited, in seconds, by the database's clock."""
+
+    # The oldest task not routed yet (it waits in the intake queue); None when there is none.
+    pending_seconds: float | None
+    # Per specialist, the oldest task waiting to start in its work queue: queued since it was routed (or
+    # handed back, reclaimed, replayed), or retrying and past its due time. Specialists without any: absent.
+    queued_seconds: dict[str, float]
+
+
+# A page position: the (created_at, id) of the last task seen, newest first.
+Cursor = tuple[datetime, UUID]

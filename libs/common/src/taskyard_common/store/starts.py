@@ -1,0 +1,98 @@
+"""``start``: the one transition with several paths, because a delivery may find its task in any state.
+
+The usual case is one statement (``START``, or ``START_MANY`` for the deliveries a worker got together). Anything
+else (a duplicate, a lease held elsewhere, a cancel, an expired deadline, a dead worker's task taken over)
+takes the locked read of ``start``'s transaction, which says why it cannot start or which other transition
+applies instead (cancelled, expired).
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from taskyard_common.lifecycle import STARTABLE, TERMINAL, TaskStatus, sql_in
+from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, to_record
+from taskyard_common.store.records import StartOutcome, StartResult, TaskRecord
+from taskyard_common.task_errors import TaskError, TaskErrorType
+
+_TAKE_LEASE = (
+    "status = 'running', attempts = GREATEST(attempts, $3), lease_owner = $2, message_settled = false,"
+    " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
+    " started_at = clock_timestamp(), updated_at = clock_timestamp()"
+)
+_READY = (
+    f"status IN {sql_in(STARTABLE)} AND cancel_requested_at IS NULL"
+    " AND (deadline IS NULL OR deadline >= clock_timestamp())"
+)
+# A startable task, neither cancelled nor past its deadline, becomes running under ``owner``'s lease.
+START = f"UPDATE tasks SET {_TAKE_LEASE} WHERE id = $1 AND {_READY} RETURNING {COLUMNS}"
+# The same for many tasks at once, rows locked in id order and rows locked by anyone else skipped (they take
+# ``start``'s own path): concurrent batches never deadlock.
+START_MANY = (
+    f"WITH ready AS (SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND {_READY}"
+    " ORDER BY id FOR UPDATE SKIP LOCKED)"
+    " UPDATE tasks AS t SET status = 'running', attempts = GREATEST(t.attempts, b.attempt), lease_owner = $3,"
+    " message_settled = false,"
+    " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
+    " started_at = clock_timestamp(), updated_at = clock_timestamp()"
+    " FROM ready JOIN unnest($1::uuid[], $2::int[]) AS b(id, attempt) ON b.id = ready.id"
+    " WHERE t.id = ready.id RETURNING " + ", ".join(f"t.{c.strip()}" for c in COLUMNS.split(","))
+)
+_LOCKED_READ = (
+    "SELECT status, lease_owner, deadline, cancel_requested_at, clock_timestamp() AS now,"
+    " extract(epoch FROM lease_expires_at - clock_timestamp()) AS remaining"
+    " FROM tasks WHERE id = $1 FOR UPDATE"
+)
+# The ``cancel_running`` and ``expire`` transitions as the start finds them due (the row is locked).
+_CANCEL_AT_START = (
+    f"UPDATE tasks SET status = 'cancelled', {CLEAR_LEASE}, finished_at = clock_timestamp(),"
+    " updated_at = clock_timestamp() WHERE id = $1"
+)
+_EXPIRE_AT_START = (
+    "UPDATE tasks SET status = 'failed', error = $2, finished_at = clock_timestamp(),"
+    " next_attempt_at = NULL, updated_at = clock_timestamp() WHERE id = $1"
+)
+_EXPIRED_AT_START = TaskError(
+    type=TaskErrorType.EXPIRED, message="the task's deadline passed before it could start"
+)
+_START_LOCKED = f"UPDATE tasks SET {_TAKE_LEASE} WHERE id = $1 RETURNING {COLUMNS}"
+
+
+class StartQueries(PoolStore):
+    async def start_many(
+        self, attempts: dict[UUID, int], *, owner: str, lease_seconds: float
+    ) -> dict[UUID, TaskRecord]:
+        if not attempts:
+            return {}
+        rows = await self._fetch(START_MANY, list(attempts), list(attempts.values()), owner, lease_seconds)
+        return {row["id"]: to_record(row) for row in rows}
+
+    async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
+        # One round trip for the usual case instead of four (BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT).
+        fast = await self._fetchrow(START, task_id, owner, attempt, lease_seconds)
+        if fast is not None:
+            return StartResult(StartOutcome.STARTED, to_record(fast))
+        async with self._transaction() as conn:
+            row = await conn.fetchrow(_LOCKED_READ, task_id)
+            if row is None:
+                return StartResult(StartOutcome.UNKNOWN)
+            status = TaskStatus(row["status"])
+            if status in TERMINAL:
+                return StartResult(StartOutcome.FINISHED)
+            if status is TaskStatus.PENDING:
+                return StartResult(StartOutcome.NOT_ROUTED)
+            remaining = float(row["remaining"] or 0.0)
+            if status is TaskStatus.RUNNING and row["lease_owner"] != owner and remaining > 0:
+                return StartResult(StartOutcome.LEASED, lease_remaining_seconds=remaining)
+            if row["cancel_requested_at"] is not None:
+                await conn.execute(_CANCEL_AT_START, task_id)
+                return StartResult(StartOutcome.CANCELLED)
+            if (
+                status is not TaskStatus.RUNNING
+                and row["deadline"] is not None
+                and row["deadline"] < row["now"]
+            ):
+                await conn.execute(_EXPIRE_AT_START, task_id, _EXPIRED_AT_START.model_dump(mode="json"))
+                return StartResult(StartOutcome.EXPIRED)
+            started = await conn.fetchrow(_START_LOCKED, task_id, owner, attempt, lease_seconds)
+            return StartResult(StartOutcome.STARTED, to_record(started))

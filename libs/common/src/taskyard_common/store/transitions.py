@@ -1,0 +1,233 @@
+"""Every status change of a task, one method per transition of ``taskyard_common.lifecycle.TRANSITIONS``.
+
+Each is one conditional statement whose ``WHERE status IN (...)`` comes from the lifecycle's sets, so a
+duplicate or late message can never move a task backwards or finish it twice; the result says whether it
+applied. Every transition out of ``running`` is also conditional on the lease owner, so a worker that lost
+its lease (it stalled, the reaper took the task back, another worker took over) can record nothing.
+``start``, the one transition with several paths, lives in ``starts.py``; ``create`` in ``submissions.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from taskyard_common.lifecycle import NON_TERMINAL, NOT_STARTED, ROUTABLE, TaskStatus, sql_in
+from taskyard_common.messages import RoutingDecision, Usage
+from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, to_record
+from taskyard_common.store.dead_letters import UPSERT_DEAD_LETTER
+from taskyard_common.store.records import RoutedTask, TaskRecord
+from taskyard_common.store.starts import StartQueries
+from taskyard_common.task_errors import TaskError, TaskErrorType
+
+_RUNNING_BY_OWNER = "status = 'running' AND lease_owner = $2"
+
+# pending → queued with the decision, unless the deadline (the row's, else the message's: $4) has passed.
+ROUTE = (
+    "UPDATE tasks SET status = 'queued', specialist = $2, routing = $3,"
+    " routed_at = clock_timestamp(), updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND status IN {sql_in(ROUTABLE)}"
+    " AND (COALESCE(deadline, $4::timestamptz) IS NULL OR COALESCE(deadline, $4::timestamptz) > clock_timestamp())"
+    " RETURNING deadline, timeout_seconds"
+)
+SETTLE = (
+    "UPDATE tasks SET message_settled = true, updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+)
+COMPLETE = (
+    f"UPDATE tasks SET status = 'completed', result = $3, usage = $4, {CLEAR_LEASE},"
+    " finished_at = clock_timestamp(), updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+)
+# $4 the owner, or NULL: without one (the broker agent, a misrouted message), any non-terminal task can fail.
+FAIL = (
+    f"UPDATE tasks SET status = 'failed', error = $2, usage = $3, {CLEAR_LEASE},"
+    " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()"
+    " WHERE id = $1 AND CASE WHEN $4::text IS NULL"
+    f" THEN status IN {sql_in(NON_TERMINAL)} ELSE status = 'running' AND lease_owner = $4 END RETURNING id"
+)
+EXPIRE = (
+    "UPDATE tasks SET status = 'failed', error = $2, finished_at = clock_timestamp(),"
+    " next_attempt_at = NULL, updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND status IN {sql_in(NOT_STARTED)} RETURNING id"
+)
+SCHEDULE_RETRY = (
+    f"UPDATE tasks SET status = 'retrying', {CLEAR_LEASE}, next_attempt_at = $3,"
+    " attempt_log = attempt_log || jsonb_build_array($4::jsonb), usage = $5,"
+    " updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+)
+RELEASE = (
+    f"UPDATE tasks SET status = 'queued', {CLEAR_LEASE}, updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+)
+# Not started → cancelled at once; running → stays running with the request recorded (its worker stops it).
+CANCEL = (
+    "UPDATE tasks SET"
+    " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
+    " cancel_requested_at = COALESCE(cancel_requested_at, clock_timestamp()),"
+    " finished_at = CASE WHEN status = 'running' THEN finished_at ELSE clock_timestamp() END,"
+    " next_attempt_at = NULL, updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND status IN {sql_in(NOT_STARTED | {TaskStatus.RUNNING})} RETURNING {COLUMNS}"
+)
+CANCEL_RUNNING = (
+    f"UPDATE tasks SET status = 'cancelled', {CLEAR_LEASE}, usage = $3,"
+    " finished_at = clock_timestamp(), updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+)
+# Past the delivery limit ($2) → dead_lettered; else → queued with ``published_at`` cleared: requeued, its
+# new work message is not published yet, and ``stale_queued`` finds it if the caller dies before the
+# confirm and ``mark_published``.
+RECLAIM = (
+    "UPDATE tasks SET"
+    " status = CASE WHEN lease_expirations + 1 > $2 THEN 'dead_lettered' ELSE 'queued' END,"
+    " dead_letter = CASE WHEN lease_expirations + 1 > $2 THEN jsonb_build_object("
+    "   'reason', 'delivery_limit', 'queue', 'lease', 'count', lease_expirations + 1,"
+    "   'deaths', '[]'::jsonb, 'at', clock_timestamp()) ELSE dead_letter END,"
+    " finished_at = CASE WHEN lease_expirations + 1 > $2 THEN clock_timestamp() ELSE NULL END,"
+    " published_at = CASE WHEN lease_expirations + 1 > $2 THEN published_at ELSE NULL END,"
+    f" lease_expirations = lease_expirations + 1, {CLEAR_LEASE}, updated_at = clock_timestamp()"
+    " WHERE id = $1 AND status = 'running' AND message_settled AND lease_expires_at < clock_timestamp()"
+    " RETURNING status, specialist"
+)
+DEAD_LETTER = (
+    f"UPDATE tasks SET status = 'dead_lettered', {CLEAR_LEASE},"
+    " dead_letter = $2 || jsonb_build_object('at', clock_timestamp()),"
+    " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND status IN {sql_in(NON_TERMINAL)} RETURNING id"
+)
+# Queued again (pending when it was never routed and no specialist is given), attempts reset; its new
+# message is not published yet (``published_at`` NULL): the sweeper or the reaper publishes it if the caller
+# cannot.
+REPLAY = (
+    "UPDATE tasks SET"
+    " specialist = COALESCE($2, specialist), routing = COALESCE($3, routing),"
+    " status = CASE WHEN COALESCE($2, specialist) IS NULL THEN 'pending' ELSE 'queued' END,"
+    f" attempts = 0, lease_expirations = 0, {CLEAR_LEASE}, error = NULL, result = NULL,"
+    " next_attempt_at = NULL, cancel_requested_at = NULL, finished_at = NULL, started_at = NULL,"
+    " published_at = NULL,"
+    " attempt_log = attempt_log || jsonb_build_array($4::jsonb), updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND status = 'dead_lettered' RETURNING {COLUMNS}"
+)
+REPLAYED_REASON = "replayed from the dead-letter queue"
+
+
+class TransitionQueries(StartQueries, PoolStore):
+    async def route(
+        self, task_id: UUID, decision: RoutingDecision, deadline: datetime | None = None
+    ) -> RoutedTask | None:
+        row = await self._fetchrow(
+            ROUTE, task_id, decision.specialist, decision.model_dump(mode="json"), deadline
+        )
+        if row is None:
+            return None
+        return RoutedTask(deadline=row["deadline"], timeout_seconds=row["timeout_seconds"])
+
+    async def heartbeat(
+        self, owner: str, task_ids: list[UUID], lease_seconds: float
+    ) -> tuple[set[UUID], set[UUID]]:
+        if not task_ids:
+            return set(), set()
+        rows = await self._fetch(
+            "UPDATE tasks SET lease_expires_at = clock_timestamp() + make_interval(secs => $3)"
+            " WHERE id = ANY($1::uuid[]) AND status = 'running' AND lease_owner = $2"
+            " RETURNING id, cancel_requested_at IS NOT NULL AS cancel",
+            task_ids,
+            owner,
+            lease_seconds,
+        )
+        return {r["id"] for r in rows}, {r["id"] for r in rows if r["cancel"]}
+
+    async def settle(self, task_id: UUID, owner: str) -> bool:
+        return await self._fetchrow(SETTLE, task_id, owner) is not None
+
+    async def complete(self, task_id: UUID, result: dict[str, Any], usage: Usage, owner: str) -> bool:
+        return await self._fetchrow(COMPLETE, task_id, owner, result, usage.model_dump()) is not None
+
+    async def fail(self, task_id: UUID, error: TaskError, usage: Usage, owner: str | None = None) -> bool:
+        row = await self._fetchrow(FAIL, task_id, error.model_dump(mode="json"), usage.model_dump(), owner)
+        return row is not None
+
+    async def expire(self, task_id: UUID, message: str) -> bool:
+        error = TaskError(type=TaskErrorType.EXPIRED, message=message)
+        return await self._fetchrow(EXPIRE, task_id, error.model_dump(mode="json")) is not None
+
+    async def schedule_retry(
+        self, task_id: UUID, owner: str, *, entry: dict[str, Any], next_attempt_at: datetime, usage: Usage
+    ) -> bool:
+        row = await self._fetchrow(SCHEDULE_RETRY, task_id, owner, next_attempt_at, entry, usage.model_dump())
+        return row is not None
+
+    async def release(self, task_id: UUID, owner: str) -> bool:
+        return await self._fetchrow(RELEASE, task_id, owner) is not None
+
+    async def cancel(self, task_id: UUID) -> TaskRecord | None:
+        row = await self._fetchrow(CANCEL, task_id)
+        if row is None:  # unknown, or finished already: the task as it is
+            row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
+        return to_record(row) if row else None
+
+    async def cancel_running(self, task_id: UUID, owner: str, usage: Usage) -> bool:
+        return await self._fetchrow(CANCEL_RUNNING, task_id, owner, usage.model_dump()) is not None
+
+    async def reclaim(
+        self, task_id: UUID, max_expirations: int, message: dict[str, Any] | None = None
+    ) -> TaskStatus | None:
+        async with self._transaction() as conn:
+            row = await conn.fetchrow(RECLAIM, task_id, max_expirations)
+            if row is None:
+                return None
+            status = TaskStatus(row["status"])
+            if status is TaskStatus.DEAD_LETTERED:
+                # In the same transaction, so the dead-letter API lists every dead-lettered task.
+                await conn.execute(
+                    UPSERT_DEAD_LETTER,
+                    task_id,
+                    row["specialist"],
+                    "delivery_limit",
+                    "lease",
+                    [],
+                    message or {},
+                )
+            return status
+
+    async def dead_letter(
+        self,
+        task_id: UUID,
+        *,
+        reason: str,
+        queue: str,
+        deaths: list[dict[str, Any]],
+        message: dict[str, Any],
+        specialist: str | None,
+    ) -> bool:
+        summary = {"reason": reason, "queue": queue, "count": len(deaths), "deaths": deaths}
+        async with self._transaction() as conn:
+            if await conn.fetchrow(DEAD_LETTER, task_id, summary) is None:
+                return False
+            await conn.execute(UPSERT_DEAD_LETTER, task_id, specialist, reason, queue, deaths, message)
+        return True
+
+    async def replay(self, task_id: UUID, specialist: str | None) -> TaskRecord | None:
+        async with self._transaction() as conn:
+            taken = await conn.fetchrow(
+                "DELETE FROM dead_letters WHERE task_id = $1 AND discarded_at IS NULL RETURNING reason",
+                task_id,
+            )
+            if taken is None:
+                return None
+            routing = None
+            if specialist is not None:
+                routing = {
+                    "method": "explicit",
+                    "specialist": specialist,
+                    "reason": REPLAYED_REASON,
+                    "confidence": 1.0,
+                }
+            entry = {"event": "replayed", "dead_letter_reason": taken["reason"], "specialist": specialist}
+            row = await conn.fetchrow(REPLAY, task_id, specialist, routing, entry)
+            if row is None:
+                # The task moved on meanwhile (it cannot, but never leave a half replay behind).
+                raise RuntimeError(f"task {task_id} has a dead letter but is not dead_lettered")
+            return to_record(row)
