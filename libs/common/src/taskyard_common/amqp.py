@@ -51,7 +51,10 @@ async def connect(settings: AmqpSettings, name: str) -> AbstractRobustConnection
 
 def server_version(connection: AbstractRobustConnection) -> tuple[int, ...]:
     """The broker's version, read from the connection's server properties, to gate version-specific features."""
-    raw = connection.transport.connection.server_properties.get("version", "0")
+    transport = connection.transport
+    if transport is None:  # not connected (yet): nothing to gate on
+        return (0,)
+    raw = transport.connection.server_properties.get("version", "0")
     text = raw.decode() if isinstance(raw, bytes) else str(raw)
     parts = []
     for piece in text.split("."):

@@ -7,14 +7,14 @@ Kubernetes conventions where they differ from nothing else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from taskyard_common.messages import SpecialistName
 
-CATALOG_API_VERSION = "taskyard.dev/v1alpha1"
+CATALOG_API_VERSION: Final = "taskyard.dev/v1alpha1"
 
 
 class CatalogError(ValueError):

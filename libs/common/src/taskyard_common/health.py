@@ -30,7 +30,8 @@ class HealthServer:
     def port(self) -> int | None:
         if self._server is None or not self._server.sockets:
             return None
-        return self._server.sockets[0].getsockname()[1]
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
 
     async def start(self) -> None:
         if self._settings.port == 0:

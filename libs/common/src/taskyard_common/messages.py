@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     # Only for the annotations of ``from_record``: the store's records are built on these messages' models.
     from taskyard_common.store.records import TaskRecord
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 SpecialistName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,62}$")]
 # A task's input: free text, or a JSON object for structured requests.

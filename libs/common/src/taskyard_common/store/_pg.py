@@ -6,13 +6,19 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
 
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.store.records import NewTask, TaskRecord
+
+# A pooled connection (what ``acquire`` hands out), as the queries use it; generic only in asyncpg's stubs.
+if TYPE_CHECKING:
+    Connection: TypeAlias = asyncpg.pool.PoolConnectionProxy[asyncpg.Record]
+else:
+    Connection = asyncpg.pool.PoolConnectionProxy
 
 COLUMNS = (
     "id, status, tenant, input, metadata, requested_specialist, specialist, routing, attempts, result, error,"
@@ -105,16 +111,16 @@ class PoolStore:
     # Python 3.11 runs the acquisition as a task of its own (a few percent of a submission's CPU). A release
     # cut short terminates the connection (asyncpg does so when cancelled).
 
-    async def _acquire(self) -> asyncpg.Connection:
+    async def _acquire(self) -> Connection:
         async with asyncio.timeout(self._acquire_timeout):
             return await self._pool.acquire()
 
-    async def _release(self, conn: asyncpg.Connection) -> None:
+    async def _release(self, conn: Connection) -> None:
         async with asyncio.timeout(self._acquire_timeout):
             await self._pool.release(conn)
 
     @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+    async def _connection(self) -> AsyncIterator[Connection]:
         conn = await self._acquire()
         try:
             yield conn
@@ -142,7 +148,7 @@ class PoolStore:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
 
     @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[asyncpg.Connection]:
+    async def _transaction(self) -> AsyncIterator[Connection]:
         try:
             async with self._connection() as conn, conn.transaction():
                 yield conn

@@ -7,6 +7,7 @@ The transitions are named as in ``taskyard_common.lifecycle.TRANSITIONS``.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -36,7 +37,7 @@ class TaskStore(Protocol):
         """→ pending (transition ``create``); committed before its intake message is published."""
         ...
 
-    async def create_many(self, tasks: Sequence[NewTask]) -> list[TaskRecord]:
+    async def create_many(self, tasks: Sequence[NewTask]) -> builtins.list[TaskRecord]:
         """``create`` for many tasks in one statement, committed together; records in the order of ``tasks``."""
         ...
 
@@ -76,16 +77,16 @@ class TaskStore(Protocol):
         limit: int,
         after: Cursor | None,
         tenant: str | None = None,
-    ) -> list[TaskRecord]:
+    ) -> builtins.list[TaskRecord]:
         """Newest first; ``tenant`` None means every tenant (internal callers only, never the API)."""
         ...
 
-    async def unpublished(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+    async def unpublished(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
         """Pending tasks last changed before ``older_than`` whose intake message was never confirmed
         published (a producer died in between, or the publish of a replay failed)."""
         ...
 
-    async def stale_queued(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+    async def stale_queued(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
         """Queued tasks (no lease, no retry pending) last changed before ``older_than`` whose work message
         is not known to be published: a step that re-queues a task and must then publish it (a dead-letter
         replay, a reclaim) sets ``published_at`` to NULL in its commit, ``mark_published`` sets it after the
@@ -93,7 +94,7 @@ class TaskStore(Protocol):
         twice."""
         ...
 
-    async def expired_leases(self, limit: int) -> list[TaskRecord]:
+    async def expired_leases(self, limit: int) -> builtins.list[TaskRecord]:
         """Running tasks whose message was settled early and whose lease has run out (the reaper's)."""
         ...
 
@@ -125,7 +126,7 @@ class TaskStore(Protocol):
         ...
 
     async def heartbeat(
-        self, owner: str, task_ids: list[UUID], lease_seconds: float
+        self, owner: str, task_ids: builtins.list[UUID], lease_seconds: float
     ) -> tuple[set[UUID], set[UUID]]:
         """Extend ``owner``'s leases; returns (ids still held, ids whose cancellation was requested)."""
         ...
@@ -182,7 +183,7 @@ class TaskStore(Protocol):
         *,
         reason: str,
         queue: str,
-        deaths: list[dict[str, Any]],
+        deaths: builtins.list[dict[str, Any]],
         message: dict[str, Any],
         specialist: str | None,
     ) -> bool:
@@ -206,7 +207,7 @@ class TaskStore(Protocol):
         limit: int,
         after: tuple[datetime, UUID] | None,
         tenant: str | None = None,
-    ) -> list[DeadLetterRecord]:
+    ) -> builtins.list[DeadLetterRecord]:
         """Most recent first; ``tenant`` None means every tenant (internal callers only)."""
         ...
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -24,7 +25,7 @@ class ReadQueries(PoolStore):
         limit: int,
         after: Cursor | None,
         tenant: str | None = None,
-    ) -> list[TaskRecord]:
+    ) -> builtins.list[TaskRecord]:
         clauses: list[str] = []
         args: list[Any] = []
         if tenant is not None:
@@ -47,7 +48,7 @@ class ReadQueries(PoolStore):
         )
         return [to_record(r) for r in rows]
 
-    async def unpublished(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+    async def unpublished(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
         # updated_at, not created_at: a replayed task is old but its intake publish may be in flight.
         rows = await self._fetch(
             f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'pending'"
@@ -57,7 +58,7 @@ class ReadQueries(PoolStore):
         )
         return [to_record(r) for r in rows]
 
-    async def stale_queued(self, older_than: datetime, limit: int) -> list[TaskRecord]:
+    async def stale_queued(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
         rows = await self._fetch(
             f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'queued'"
             " AND lease_owner IS NULL AND next_attempt_at IS NULL AND updated_at < $1"
@@ -67,7 +68,7 @@ class ReadQueries(PoolStore):
         )
         return [to_record(r) for r in rows]
 
-    async def expired_leases(self, limit: int) -> list[TaskRecord]:
+    async def expired_leases(self, limit: int) -> builtins.list[TaskRecord]:
         rows = await self._fetch(
             f"SELECT {COLUMNS} FROM tasks WHERE status = 'running' AND message_settled"
             " AND lease_expires_at < clock_timestamp() ORDER BY lease_expires_at LIMIT $1",

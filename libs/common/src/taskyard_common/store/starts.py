@@ -95,4 +95,6 @@ class StartQueries(PoolStore):
                 await conn.execute(_EXPIRE_AT_START, task_id, _EXPIRED_AT_START.model_dump(mode="json"))
                 return StartResult(StartOutcome.EXPIRED)
             started = await conn.fetchrow(_START_LOCKED, task_id, owner, attempt, lease_seconds)
+            if started is None:  # the row is locked by this transaction: it cannot have gone
+                raise RuntimeError(f"task {task_id} vanished while locked")
             return StartResult(StartOutcome.STARTED, to_record(started))
