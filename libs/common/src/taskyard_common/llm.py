@@ -13,11 +13,8 @@ import openai
 from taskyard_common.errors import PermanentError, TransientError
 from taskyard_common.settings import LlmSettings
 
-# Connections per client of a ``ClientPool``. httpcore's connection pool (the SDK's default transport)
-# walks every connection it holds on each request and each response, so one pool of n connections cost
-# O(n) per call: at 500 calls in flight a worker spent a fifth of its time there. aiohttp's connector (the
-# transport now) takes an idle connection from a per-host queue instead; the split into pools of a few
-# dozen is kept as it was measured.
+# Connections per client of a ``ClientPool``: a few dozen per client rather than one large pool per
+# process, which kept the cost per call flat at hundreds of calls in flight (docs/benchmarks.md).
 CONNECTIONS_PER_CLIENT = 32
 
 
@@ -26,14 +23,12 @@ def make_client(
 ) -> openai.AsyncOpenAI:
     """A client with the SDK's own retries off: retrying is taskyard's job, with its own policy.
 
-    Its HTTP transport is aiohttp's (the SDK's ``DefaultAioHttpClient``): the SDK's default, httpx over
-    httpcore, spent about 0.85 ms of CPU per call to a local server against aiohttp's 0.47 ms (at 500
-    calls in flight on one pool 2.8 ms against 0.6 ms), and the worker's CPU per task is what bounds
-    throughput. The transport raises httpx's exceptions, so the SDK's errors and ``classify`` still apply:
-    statuses as before, a read timeout is ``APITimeoutError``, and so is a refused connection (the
-    transport maps aiohttp's connection errors to a connect timeout; httpx gave ``APIConnectionError``):
-    transient either way. ``max_connections`` caps the connections (else the SDK's 1,000); the connector
-    keeps each alive until idle ``keepalive_expiry``."""
+    Its HTTP transport is aiohttp's (the SDK's ``DefaultAioHttpClient``), which costs about half the CPU
+    per call of the SDK's default httpx/httpcore (docs/benchmarks.md), and the worker's CPU per task is what
+    bounds throughput. The transport raises httpx's exceptions, so the SDK's errors and ``classify`` still
+    apply: a read timeout is ``APITimeoutError``, and so is a refused connection (the transport maps
+    aiohttp's connection errors to a connect timeout): transient either way. ``max_connections`` caps the
+    connections (else the SDK's 1,000)."""
     limits = openai.DEFAULT_CONNECTION_LIMITS
     if max_connections is not None:
         limits = httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)

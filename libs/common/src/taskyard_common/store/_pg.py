@@ -108,7 +108,7 @@ class PoolStore:
 
     # Taking and handing back a connection, each bounded by ``acquire_timeout`` with ``asyncio.timeout``
     # rather than ``pool.acquire(timeout=...)``: asyncpg implements that one with ``wait_for``, which on
-    # Python 3.11 runs the acquisition as a task of its own (a few percent of a submission's CPU). A release
+    # Python 3.11 runs the acquisition as a task of its own (see docs/benchmarks.md, submit path). A release
     # cut short terminates the connection (asyncpg does so when cancelled).
 
     async def _acquire(self) -> Connection:
