@@ -43,6 +43,12 @@ class SpecialistSpec(BaseModel):
     # Run time of one attempt; a task may ask for another value up to max_timeout_seconds.
     timeout_seconds: float = Field(default=300.0, gt=0)
     max_timeout_seconds: float = Field(default=3600.0, gt=0)
+    # LLM calls that fail with a 5xx, a timeout or a connection error are tried again this many times inside
+    # the step (exponential backoff with jitter) before the attempt fails; a 429 defers the task instead.
+    llm_retries: int = Field(default=2, ge=0, le=10)
+    # Resume a new attempt from the last step checkpoint (false: every attempt starts from the beginning,
+    # for agents whose tools must not see a half-done conversation again).
+    resume: bool = True
     # Retry policy for transient failures (LLM 5xx, timeouts, connection errors).
     max_attempts: int = Field(default=3, ge=1, le=100)
     backoff_base_seconds: float = Field(default=2.0, gt=0)

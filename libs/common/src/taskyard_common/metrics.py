@@ -124,6 +124,27 @@ TASKS_DEAD_LETTERED = Counter(
     "Tasks the broker agent recorded as dead-lettered, by specialist (unknown: not routed or not in the catalog)",
     ["specialist"],
 )
+# Durable agent runs: what an interruption cost, and what it did not.
+TASK_HAND_BACKS = Counter(
+    "taskyard_task_hand_backs_total",
+    "Running tasks a stopping worker handed back to their queue, uncharged, to resume elsewhere",
+    ["specialist"],
+)
+TASK_EARLY_SETTLES = Counter(
+    "taskyard_task_early_settles_total",
+    "Long task attempts whose message was acked early (from then on the lease and the reaper protect them)",
+    ["specialist"],
+)
+TASK_RESUMES = Counter(
+    "taskyard_task_resumes_total",
+    "Task attempts that continued from a step checkpoint instead of starting over",
+    ["specialist"],
+)
+LLM_STEP_RETRIES = Counter(
+    "taskyard_llm_step_retries_total",
+    "LLM calls retried inside an agent step (server error, timeout, connection error) without charging an attempt",
+    ["specialist", "reason"],
+)
 
 ROUTING_METHODS = ("llm", "rules", "explicit")
 ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard")
@@ -140,6 +161,7 @@ LLM_OUTCOMES = ("ok", "rate_limited", "server_error", "client_error", "timeout",
 # Terminal statuses a worker records, and why a worker schedules a task again.
 WORKER_FINISHED_STATUSES = ("completed", "failed", "cancelled")
 RETRY_REASONS = ("transient", "rate_limited", "timeout")
+STEP_RETRY_REASONS = ("server_error", "timeout", "connection_error")
 
 
 def init_worker_labels(specialist: str) -> None:
@@ -148,6 +170,10 @@ def init_worker_labels(specialist: str) -> None:
     for reason in RETRY_REASONS:
         TASK_RETRIES.labels(specialist, reason)
     MESSAGES_QUARANTINED.labels(specialist)
+    for counter in (TASK_HAND_BACKS, TASK_EARLY_SETTLES, TASK_RESUMES):
+        counter.labels(specialist)
+    for reason in STEP_RETRY_REASONS:
+        LLM_STEP_RETRIES.labels(specialist, reason)
     for kind in ("prompt", "completion"):
         LLM_TOKENS.labels(specialist, kind)
     TASK_DURATION.labels(specialist)
