@@ -10,6 +10,7 @@ from taskyard_common.store.records import (
     RoutedTask,
     StartOutcome,
     StartResult,
+    Step,
     TaskRecord,
     WaitingAges,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "RoutedTask",
     "StartOutcome",
     "StartResult",
+    "Step",
     "TaskRecord",
     "TaskStore",
     "WaitingAges",

@@ -24,7 +24,7 @@ COLUMNS = (
     "id, status, tenant, input, metadata, requested_specialist, specialist, routing, attempts, result, error,"
     " usage, created_at, published_at, routed_at, started_at, finished_at, updated_at,"
     " next_attempt_at, lease_owner, lease_expires_at, lease_expirations, cancel_requested_at, deadline,"
-    " timeout_seconds, attempt_log, dead_letter"
+    " timeout_seconds, attempt_log, dead_letter, checkpoint_bytes"
 )
 # $1 id, $2 input, $3 metadata, $4 requested_specialist, $5 deadline, $6 timeout_seconds, $7 tenant.
 INSERT_TASK = (

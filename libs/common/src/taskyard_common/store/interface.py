@@ -22,6 +22,7 @@ from taskyard_common.store.records import (
     NewTask,
     RoutedTask,
     StartResult,
+    Step,
     TaskRecord,
     WaitingAges,
 )
@@ -195,6 +196,21 @@ class TaskStore(Protocol):
         """Take the dead letter back: the task becomes queued (pending when it was never routed and no
         specialist is given) with attempts reset and ``published_at`` cleared until the caller publishes
         it and calls ``mark_published``. None when there is no such open dead letter."""
+        ...
+
+    # --- step checkpoints (durable agent runs) ----------------------------------------------------------
+
+    async def record_steps(self, steps: Sequence[Step], *, owner: str) -> set[UUID]:
+        """Add the steps of tasks ``owner`` holds (a recorded step is kept as it was); returns the ids of the
+        tasks still held. The steps of a task whose lease is gone are dropped."""
+        ...
+
+    async def steps(self, task_id: UUID) -> builtins.list[Step]:
+        """Every recorded step of a task, in conversation order."""
+        ...
+
+    async def discard_steps(self, task_id: UUID) -> int:
+        """Forget a task's checkpoints (a run from scratch); how many steps were dropped."""
         ...
 
     # --- dead letters ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """PostgreSQL implementation of ``TaskStore`` on an asyncpg pool.
 
 The class is assembled from one mixin per concern: submissions (``create``), reads, the transitions
-(``start`` in its own module), idempotency keys and the dead-letter reads.
+(``start`` in its own module), the step checkpoints, idempotency keys and the dead-letter reads.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from taskyard_common.store._pg import UNAVAILABLE, PoolStore, init_connection, k
 from taskyard_common.store.dead_letters import DeadLetterQueries
 from taskyard_common.store.idempotency import IdempotencyQueries
 from taskyard_common.store.reads import ReadQueries
+from taskyard_common.store.steps import StepQueries
 from taskyard_common.store.submissions import SubmissionQueries
 from taskyard_common.store.transitions import TransitionQueries
 
@@ -21,7 +22,13 @@ __all__ = ["PostgresTaskStore"]
 
 
 class PostgresTaskStore(
-    SubmissionQueries, ReadQueries, TransitionQueries, DeadLetterQueries, IdempotencyQueries, PoolStore
+    SubmissionQueries,
+    ReadQueries,
+    TransitionQueries,
+    StepQueries,
+    DeadLetterQueries,
+    IdempotencyQueries,
+    PoolStore,
 ):
     @classmethod
     async def open(cls, settings: DbSettings) -> PostgresTaskStore:

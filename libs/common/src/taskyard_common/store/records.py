@@ -63,6 +63,8 @@ class TaskRecord(BaseModel):
     timeout_seconds: float | None = None
     attempt_log: list[dict[str, Any]] = []
     dead_letter: dict[str, Any] | None = None
+    # The size of its step checkpoints (0: nothing to resume from).
+    checkpoint_bytes: int = 0
 
 
 class StartOutcome(StrEnum):
@@ -129,3 +131,20 @@ class WaitingAges:
 
 # A page position: the (created_at, id) of the last task seen, newest first.
 Cursor = tuple[datetime, UUID]
+
+
+class Step(BaseModel):
+    """One checkpointed step of an agent run: what it appended to the conversation.
+
+    An LLM call is step ``n`` with ``call_id`` ``""`` (the assistant's reply and the call's ``usage``); the
+    result of each tool call it asked for is step ``n`` with that call's id (and ``ok``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    task_id: UUID
+    step: int
+    call_id: str = ""
+    message: dict[str, Any]
+    usage: Usage | None = None
+    ok: bool | None = None

@@ -31,6 +31,13 @@ ROUTE = (
     " AND (COALESCE(deadline, $4::timestamptz) IS NULL OR COALESCE(deadline, $4::timestamptz) > clock_timestamp())"
     " RETURNING deadline, timeout_seconds"
 )
+# The rows locked in id order, as a worker's step checkpoints lock them: its statements never deadlock.
+HEARTBEAT = (
+    "WITH held AS (SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND status = 'running'"
+    " AND lease_owner = $2 ORDER BY id FOR UPDATE)"
+    " UPDATE tasks SET lease_expires_at = clock_timestamp() + make_interval(secs => $3) FROM held"
+    " WHERE tasks.id = held.id RETURNING tasks.id, tasks.cancel_requested_at IS NOT NULL AS cancel"
+)
 SETTLE = (
     "UPDATE tasks SET message_settled = true, updated_at = clock_timestamp()"
     f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
@@ -129,14 +136,7 @@ class TransitionQueries(StartQueries, PoolStore):
     ) -> tuple[set[UUID], set[UUID]]:
         if not task_ids:
             return set(), set()
-        rows = await self._fetch(
-            "UPDATE tasks SET lease_expires_at = clock_timestamp() + make_interval(secs => $3)"
-            " WHERE id = ANY($1::uuid[]) AND status = 'running' AND lease_owner = $2"
-            " RETURNING id, cancel_requested_at IS NOT NULL AS cancel",
-            task_ids,
-            owner,
-            lease_seconds,
-        )
+        rows = await self._fetch(HEARTBEAT, task_ids, owner, lease_seconds)
         return {r["id"] for r in rows}, {r["id"] for r in rows if r["cancel"]}
 
     async def settle(self, task_id: UUID, owner: str) -> bool:

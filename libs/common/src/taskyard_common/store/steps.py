@@ -1,0 +1,93 @@
+"""Step checkpoints of durable agent runs: recorded under the lease, read back by the next attempt.
+
+Recording is conditional like every transition: only the worker holding the task's lease may add steps
+(the row is share-locked for the insert, so a lease taken over meanwhile waits for it or refuses it), and a
+step already recorded (same task, step and call id) is kept as it was: a tool call's recorded result is
+reused, never run again. Many steps of many tasks go in one statement (the worker batches the steps its
+concurrent runs complete together), so checkpoints add little to a task's database round trips.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Sequence
+from uuid import UUID
+
+from taskyard_common.messages import Usage
+from taskyard_common.store._pg import PoolStore
+from taskyard_common.store.records import Step
+
+# The tasks of the batch that ``owner`` still runs, locked in id order (as the heartbeat locks them, so
+# concurrent statements of one worker never deadlock), then their new steps.
+RECORD_STEPS = (
+    "WITH s AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bool[],"
+    " $7::int[]) AS s(task_id, step, call_id, message, usage, ok, bytes)),"
+    " held AS (SELECT id FROM tasks WHERE id IN (SELECT task_id FROM s) AND status = 'running'"
+    " AND lease_owner = $8 ORDER BY id FOR SHARE),"
+    " added AS (INSERT INTO task_steps (task_id, step, call_id, message, usage, ok, bytes)"
+    " SELECT s.task_id, s.step, s.call_id, s.message::jsonb, s.usage::jsonb, s.ok, s.bytes"
+    " FROM s JOIN held ON held.id = s.task_id ON CONFLICT (task_id, step, call_id) DO NOTHING"
+    " RETURNING task_id, bytes),"
+    " sizes AS (SELECT task_id, sum(bytes)::int AS total FROM added GROUP BY task_id)"
+    " UPDATE tasks SET checkpoint_bytes = checkpoint_bytes + sizes.total FROM sizes"
+    " WHERE tasks.id = sizes.task_id RETURNING tasks.id"
+)
+# The lease check again for the tasks whose steps were all known already (nothing added, nothing updated).
+_HELD = "SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND status = 'running' AND lease_owner = $2"
+
+
+def step_bytes(step: Step) -> int:
+    """What a step costs against a task's checkpoint limit: its message's JSON size."""
+    return len(json.dumps(step.message, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+class StepQueries(PoolStore):
+    async def record_steps(self, steps: Sequence[Step], *, owner: str) -> set[UUID]:
+        """Add ``steps`` of tasks ``owner`` holds; returns the ids of the tasks still held (their steps are
+        recorded, or were already). The steps of a task whose lease is gone are dropped."""
+        if not steps:
+            return set()
+        rows = await self._fetch(
+            RECORD_STEPS,
+            [s.task_id for s in steps],
+            [s.step for s in steps],
+            [s.call_id for s in steps],
+            [json.dumps(s.message) for s in steps],
+            [s.usage.model_dump_json() if s.usage is not None else None for s in steps],
+            [s.ok for s in steps],
+            [step_bytes(s) for s in steps],
+            owner,
+        )
+        held = {row["id"] for row in rows}
+        rest = {s.task_id for s in steps} - held
+        if rest:
+            held |= {row["id"] for row in await self._fetch(_HELD, list(rest), owner)}
+        return held
+
+    async def steps(self, task_id: UUID) -> builtins.list[Step]:
+        """Every recorded step of a task: each step's reply, then its tool results in recording order (the
+        reply's ``tool_calls`` say the order the model asked for them)."""
+        rows = await self._fetch(
+            "SELECT task_id, step, call_id, message, usage, ok FROM task_steps WHERE task_id = $1"
+            " ORDER BY step, call_id <> '', created_at",
+            task_id,
+        )
+        return [
+            Step(
+                task_id=row["task_id"],
+                step=row["step"],
+                call_id=row["call_id"],
+                message=row["message"],
+                usage=Usage.model_validate(row["usage"]) if row["usage"] is not None else None,
+                ok=row["ok"],
+            )
+            for row in rows
+        ]
+
+    async def discard_steps(self, task_id: UUID) -> int:
+        """Forget a task's checkpoints (a run from scratch); returns how many steps were dropped."""
+        async with self._transaction() as conn:
+            rows = await conn.fetch("DELETE FROM task_steps WHERE task_id = $1 RETURNING step", task_id)
+            await conn.execute("UPDATE tasks SET checkpoint_bytes = 0 WHERE id = $1", task_id)
+        return len(rows)
