@@ -1,5 +1,6 @@
 """The development model server, driven through the real openai client over HTTP."""
 
+import httpx
 import openai
 import pytest
 
@@ -80,3 +81,29 @@ async def test_calculator_round_trip(client, devllm):
         tools=tools,
     )
     assert "84" in second.choices[0].message.content
+
+
+async def test_a_by_turn_script_answers_each_turn_the_same_every_time(client, devllm):
+    model = devllm.new_model()
+    steps = [
+        {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1 + 1"}}]},
+        {"content": "two"},
+    ]
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{devllm.root}/_control/scripts/{model}", json={"steps": steps, "by_turn": True}
+        )
+        response.raise_for_status()
+    question = [{"role": "user", "content": "1 + 1?"}]
+    for _ in range(2):  # a resumed run asks for the same turn again: same answer
+        first = await client.chat.completions.create(model=model, messages=question)
+        assert first.choices[0].message.tool_calls[0].function.name == "calculator"
+    call = first.choices[0].message.tool_calls[0]
+    answered = [
+        *question,
+        {"role": "assistant", "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": "2"},
+    ]
+    second = await client.chat.completions.create(model=model, messages=answered)
+    assert second.choices[0].message.content == "two"
+    assert len(await devllm.requests(model)) == 3

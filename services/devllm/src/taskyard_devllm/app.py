@@ -99,7 +99,7 @@ def create_app(latency_seconds: float = 0.0) -> FastAPI:
         model = str(body.get("model") or DEFAULT_MODEL)
         scripts.requests[model].append(body)
         number = next(counter)
-        step: Step | None = scripts.next_step(model)
+        step: Step | None = scripts.next_step(model, body["messages"])
         delay = latency_seconds + (step.delay_seconds if step else 0.0)
         if delay:
             await asyncio.sleep(delay)

@@ -43,7 +43,8 @@ def choose_enum(values: list[Any], messages: list[dict[str, Any]]) -> tuple[Any,
     with the user's request. Deterministic: ties go to the earlier value."""
     request = set(words(_last_user_text(messages)))
     context = "\n".join(_text(m) for m in messages if m.get("role") in ("system", "developer"))
-    best, best_hits = values[0], []
+    best: Any = values[0]
+    best_hits: list[str] = []
     fallback = "general" if "general" in values else values[0]
     for value in values:
         lines = [line for line in context.splitlines() if str(value) in line]
@@ -84,8 +85,8 @@ def arguments_for(schema: dict[str, Any], messages: list[dict[str, Any]]) -> dic
 
 def _tool_named(tools: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     for tool in tools:
-        function = tool.get("function", {})
-        if function.get("name") == name:
+        function = tool.get("function")
+        if isinstance(function, dict) and function.get("name") == name:
             return function
     return None
 

@@ -39,15 +39,24 @@ class Script(BaseModel):
     steps: list[Step]
     # When true, the last step repeats forever instead of falling back to the default replies.
     repeat_last: bool = False
+    # When true, the step answered is the one for the conversation's turn (how many assistant messages it
+    # already holds), not the next in line: every task of the model follows the same steps, and an agent
+    # that resumes a run mid-way gets the same answer for the same turn again. Past the last step: the
+    # default replies.
+    by_turn: bool = False
 
 
 class Scripts:
     def __init__(self) -> None:
         self._steps: dict[str, deque[Step]] = defaultdict(deque)
         self._repeat: dict[str, Step] = {}
+        self._turns: dict[str, list[Step]] = {}
         self.requests: dict[str, deque[dict[str, Any]]] = defaultdict(lambda: deque(maxlen=MAX_RECORDED))
 
     def add(self, model: str, script: Script) -> None:
+        if script.by_turn:
+            self._turns[model] = list(script.steps)
+            return
         self._steps[model].extend(script.steps)
         if script.repeat_last and script.steps:
             self._repeat[model] = script.steps[-1]
@@ -55,9 +64,14 @@ class Scripts:
     def clear(self, model: str) -> None:
         self._steps.pop(model, None)
         self._repeat.pop(model, None)
+        self._turns.pop(model, None)
         self.requests.pop(model, None)
 
-    def next_step(self, model: str) -> Step | None:
+    def next_step(self, model: str, messages: list[Any] | None = None) -> Step | None:
+        turns = self._turns.get(model)
+        if turns is not None:
+            turn = sum(1 for m in messages or [] if isinstance(m, dict) and m.get("role") == "assistant")
+            return turns[turn] if turn < len(turns) else None
         queue = self._steps.get(model)
         if queue:
             step = queue.popleft()
