@@ -14,9 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from taskyard_devkit.cluster import Cluster
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import Service
+from taskyard_devkit.readiness import wait_http_ok_sync
 from tests.local_model.conftest import load_script
-from tests.support.cluster import Cluster
-from tests.support.processes import Service, eventually, free_port, wait_http_ok_sync
+from tests.support.processes import eventually
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(1800)]
 
