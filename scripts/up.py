@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import local_model  # scripts/local_model.py: this file's folder is first on sys.path
+from taskyard_devkit.local_model.layout import Layout, configured_model_path
+from taskyard_devkit.local_model.serving import MEMORY_NEEDED, MODEL_ALIAS, memory_available, server_command
+from taskyard_devkit.local_model.weights import MODEL_NAME
 
 if TYPE_CHECKING:
     from taskyard_common.catalog import Catalog
@@ -220,11 +222,11 @@ async def start_local_model(supervisor: Supervisor, port: int, stop: asyncio.Eve
     """
     say(
         f"no LLM endpoint configured ({' / '.join(ENDPOINT_VARIABLES)}): running a real model on this "
-        f"machine's CPU, {local_model.MODEL_NAME}. `make up LLM=dev` runs the fast scripted development "
+        f"machine's CPU, {MODEL_NAME}. `make up LLM=dev` runs the fast scripted development "
         "server instead."
     )
-    memory = local_model.memory_available()
-    if memory is not None and memory < local_model.MEMORY_NEEDED:
+    memory = memory_available()
+    if memory is not None and memory < MEMORY_NEEDED:
         _cannot_run_local_model(f"{memory / 1e9:.1f} GB of memory is available, the model needs about 2.4 GB")
         return None
     if not port_free("127.0.0.1", port):
@@ -241,8 +243,8 @@ async def start_local_model(supervisor: Supervisor, port: int, stop: asyncio.Eve
         _cannot_run_local_model("it could not be prepared (the message above says why)")
         return None
 
-    model = local_model.configured_model_path() or local_model.Layout().model
-    service = supervisor.add("llm", local_model.server_command(model, port), stop_last=True)
+    model = configured_model_path() or Layout().model
+    service = supervisor.add("llm", server_command(model, port), stop_last=True)
     supervisor.start(service)
     say(f"loading {model.name} (about 10 s)")
     started = time.monotonic()
@@ -254,12 +256,12 @@ async def start_local_model(supervisor: Supervisor, port: int, stop: asyncio.Eve
         return None
     say(f"model loaded in {time.monotonic() - started:.0f} s")
     os.environ["TASKYARD_LLM_BASE_URL"] = base_url
-    os.environ["TASKYARD_LLM_MODEL"] = local_model.MODEL_ALIAS
+    os.environ["TASKYARD_LLM_MODEL"] = MODEL_ALIAS
     # One CPU model answers every call in turn, so a routing call may wait behind a worker's answer: longer
     # limits than a hosted endpoint needs (the environment's own values win).
     os.environ.setdefault("TASKYARD_LLM_ROUTING_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("TASKYARD_LLM_TIMEOUT_SECONDS", "300")
-    return f"{local_model.MODEL_NAME}, local on {base_url} (CPU: expect seconds per call)"
+    return f"{MODEL_NAME}, local on {base_url} (CPU: expect seconds per call)"
 
 
 async def warm_up(base_url: str, model: str, catalog: Catalog) -> None:
@@ -352,9 +354,7 @@ async def main() -> int:
             if local is not None:
                 llm_line = local
                 background.append(
-                    asyncio.create_task(
-                        warm_up(os.environ["TASKYARD_LLM_BASE_URL"], local_model.MODEL_ALIAS, catalog)
-                    )
+                    asyncio.create_task(warm_up(os.environ["TASKYARD_LLM_BASE_URL"], MODEL_ALIAS, catalog))
                 )
             elif stop_requested.is_set():
                 await supervisor.stop()
