@@ -9,6 +9,7 @@ Each module does one job:
 - ``service_env``: the environment that puts a process in one queue prefix and database schema;
 - ``devllm``: the development model server, started and scripted;
 - ``cluster``: the API, broker agent and workers of one test or benchmark, started and stopped at will;
+- ``supervisor``: `make up`'s restart-with-backoff supervisor; ``up``: `make up` itself (scripts/up.py);
 - ``local_model``: the real small model `make up` runs with no LLM endpoint (runtime, weights, server);
 - ``checkout``: the checkout it runs from and its git-ignored ``.taskyard/`` state.
 """
