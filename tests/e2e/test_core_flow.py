@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from taskyard_devkit.cluster import Cluster
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 from tests.support.scrape import metric_sum
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -19,7 +19,7 @@ from taskyard_devkit.ports import free_port
 from taskyard_devkit.readiness import wait_http_ok
 from taskyard_devkit.service_env import service_env
 from tests.support.api_client import submit, wait_for_status
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

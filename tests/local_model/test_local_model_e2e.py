@@ -20,7 +20,7 @@ from taskyard_devkit.local_model.layout import Layout, configured_model_path
 from taskyard_devkit.ports import free_port
 from taskyard_devkit.process import Service
 from taskyard_devkit.readiness import wait_http_ok_sync
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(1800)]
 

@@ -24,7 +24,7 @@ from tests.integration.api.conftest import (
     running,
     serve,
 )
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 from tests.support.scrape import metric_sum
 from tests.support.tcp_proxy import TcpProxy
 

@@ -14,7 +14,7 @@ from taskyard_devkit.ports import free_port
 from taskyard_devkit.process import Service
 from taskyard_devkit.readiness import wait_http_ok
 from taskyard_devkit.service_env import service_env
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

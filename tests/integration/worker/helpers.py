@@ -19,7 +19,7 @@ from taskyard_devkit.devllm import DevLlm
 from taskyard_worker.app import Worker
 from taskyard_worker.settings import ServiceSettings
 from tests.support.bus import Bus as SharedBus
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 # submit(task_input=..., specialist=...) → the published WorkMessage
 Submit = Callable[..., Awaitable[WorkMessage]]

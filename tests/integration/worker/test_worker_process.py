@@ -17,7 +17,7 @@ from taskyard_devkit.process import BIN, Service
 from taskyard_devkit.readiness import wait_http_ok
 from taskyard_devkit.service_env import service_env
 from tests.integration.worker.helpers import Harness
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -16,7 +16,7 @@ from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
 from tests.integration.worker.helpers import Harness, wait_outcome
 from tests.integration.worker.test_worker_process import worker_env
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Waiting for a condition in a test by polling it, never with a fixed sleep.
 
 Starting, stopping and waiting for service processes is taskyard_devkit's job (the same code `make up` and
-the benchmark use); what is left here is the test-only ``eventually``.
+the benchmark use); ``eventually`` is the tests' own wait, for any condition they check.
 """
 
 from __future__ import annotations
