@@ -87,7 +87,7 @@ class Cluster:
 
     def stop_all(self) -> dict[str, int | None]:
         """SIGTERM everything still running; returns the exit codes that were not clean."""
-        unclean = {}
+        unclean: dict[str, int | None] = {}
         for service in self.services:
             was_running = service.proc.poll() is None
             code = service.stop()

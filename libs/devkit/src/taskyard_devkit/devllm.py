@@ -45,7 +45,8 @@ class DevLlm:
         async with httpx.AsyncClient() as client:
             response = await client.get(f"{self.root}/_control/requests/{model}")
             response.raise_for_status()
-            return response.json()["requests"]
+            requests: list[dict[str, Any]] = response.json()["requests"]
+            return requests
 
 
 def start_devllm(log_dir: Path, *, latency_seconds: float | None = None) -> tuple[Service, DevLlm]:

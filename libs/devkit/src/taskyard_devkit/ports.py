@@ -13,7 +13,8 @@ def free_port() -> int:
     """A port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def port_free(host: str, port: int) -> bool:

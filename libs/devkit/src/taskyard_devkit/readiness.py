@@ -71,7 +71,7 @@ def wait_http_ok_sync(url: str, service: Service | None = None, timeout: float =
 def _answers_200(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
+            return bool(response.status == 200)
     except OSError:
         return False
 

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from taskyard_devkit.checkout import shown
@@ -96,6 +97,14 @@ def build_progress(line: str) -> str | None:
     return f"{step}: {Path(source[1]).name}" if source else step
 
 
+@dataclass
+class _Shown:
+    """When progress was last shown, and the last compile step seen (the heartbeat repeats it)."""
+
+    at: float
+    line: str = ""
+
+
 def _build_runtime(layout: Layout, say: Say) -> None:
     """``uv pip install -v`` streams the build's output: all of it goes to the log, its progress to the
     screen (every few seconds, and a heartbeat while a long step runs)."""
@@ -105,16 +114,16 @@ def _build_runtime(layout: Layout, say: Say) -> None:
     # Every core: the compile is the long part of a first run.
     env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
     started = time.monotonic()
-    last = {"shown": started, "line": ""}
+    last = _Shown(at=started)
     done = threading.Event()
 
     def heartbeat() -> None:
         while not done.wait(20):
-            if time.monotonic() - last["shown"] >= 20:
+            if time.monotonic() - last.at >= 20:
                 elapsed = time.monotonic() - started
-                step = f", last at {last['line']}" if last["line"] else ""
+                step = f", last at {last.line}" if last.line else ""
                 say(f"  still building ({elapsed // 60:.0f} min {elapsed % 60:02.0f} s{step})")
-                last["shown"] = time.monotonic()
+                last.at = time.monotonic()
 
     thread = threading.Thread(target=heartbeat, daemon=True)
     thread.start()
@@ -128,10 +137,10 @@ def _build_runtime(layout: Layout, say: Say) -> None:
                 log.write(line)
                 progress = build_progress(line)
                 if progress is not None:
-                    last["line"] = progress
-                    if time.monotonic() - last["shown"] >= 5:
+                    last.line = progress
+                    if time.monotonic() - last.at >= 5:
                         say(f"  compiling llama.cpp, {progress}")
-                        last["shown"] = time.monotonic()
+                        last.at = time.monotonic()
             code = process.wait()
     finally:
         done.set()
