@@ -18,6 +18,8 @@ WORKDIR /src
 # Only the manifests: this layer changes when dependencies change, not when code does.
 COPY pyproject.toml uv.lock ./
 COPY libs/common/pyproject.toml libs/common/pyproject.toml
+# The dev launcher is never installed here, but uv checks the lock against every workspace member's manifest.
+COPY libs/devkit/pyproject.toml libs/devkit/pyproject.toml
 COPY services/api/pyproject.toml services/api/pyproject.toml
 COPY services/broker-agent/pyproject.toml services/broker-agent/pyproject.toml
 COPY services/worker/pyproject.toml services/worker/pyproject.toml

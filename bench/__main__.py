@@ -1,7 +1,7 @@
 """``uv run python -m bench [--quick | --smoke] [--only SCENARIO ...]``: run the scenarios, print one table,
 write docs.
 
-Run from the repository root (the launcher is ``tests.support``). Reads ``AMQP_URL`` / ``DATABASE_URL`` (or
+Run from the repository root (the launcher is ``taskyard_devkit``). Reads ``AMQP_URL`` / ``DATABASE_URL`` (or
 ``TASKYARD_*``, or ``.taskyard/local.env``) like the tests do.
 """
 

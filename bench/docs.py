@@ -14,7 +14,7 @@ from bench.runner import Scenario
 METHOD = """\
 ## How each figure is measured
 
-- **Services** run as real processes started by the test suite's launcher (`tests/support/cluster.py`):
+- **Services** run as real processes started by the dev launcher the tests share (`taskyard_devkit.cluster`):
   one API, one broker agent, one worker, the dev LLM server (`taskyard-devllm`, not a real model), with
   `TASKYARD_API_AUTH_ENABLED=false` and `TASKYARD_API_RATE_LIMIT_PER_SECOND=0`. Every scenario has its own
   queue prefix and database schema, removed afterwards, and a hard time limit; a measurement cut off by its

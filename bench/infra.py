@@ -1,7 +1,7 @@
 """Where the benchmark finds RabbitMQ and PostgreSQL, and each scenario's own namespace in them.
 
-Services are started with the test suite's launcher (``tests.support``: real processes from the console
-scripts users run), so tests and benchmarks start taskyard the same way.
+Services are started with the dev launcher (``taskyard_devkit``: real processes from the console scripts
+users run), so tests and benchmarks start taskyard the same way.
 """
 
 from __future__ import annotations

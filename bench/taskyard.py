@@ -24,9 +24,9 @@ import yaml
 from bench.report import Row
 from bench.stats import percentile
 from taskyard_common.settings import AmqpSettings, DbSettings
-from tests.support.cluster import Cluster
-from tests.support.devllm import DevLlm
-from tests.support.processes import Service, free_port, wait_http_ok
+from taskyard_devkit.cluster import Cluster
+from taskyard_devkit.devllm import DevLlm, start_devllm
+from taskyard_devkit.readiness import wait_http_ok
 
 TERMINAL = ["completed", "failed", "dead_lettered", "cancelled"]
 # Explicit in the bench environment whatever the defaults become: the API is measured without auth or a
@@ -65,12 +65,10 @@ def write_catalog(path: Path, specialists: dict[str, int]) -> Path:
 
 @asynccontextmanager
 async def devllm(log_dir: Path, latency_seconds: float = 0.0) -> AsyncIterator[DevLlm]:
-    port = free_port()
-    argv = ["taskyard-devllm", "--port", str(port), "--latency-seconds", str(latency_seconds)]
-    service = Service("devllm", argv, {}, log_dir)
+    service, llm = start_devllm(log_dir, latency_seconds=latency_seconds)
     try:
-        await wait_http_ok(f"http://127.0.0.1:{port}/healthz", service, timeout=30)
-        yield DevLlm(f"http://127.0.0.1:{port}/v1")
+        await wait_http_ok(llm.health_url, service, timeout=30)
+        yield llm
     finally:
         service.stop()
 

@@ -15,10 +15,10 @@ from taskyard_common.settings import AmqpSettings, DbSettings
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.store.migrate import migrate
 from taskyard_common.topology import Topology
-from tests.support.cluster import Cluster
-from tests.support.devllm import DevLlm
+from taskyard_devkit.cluster import Cluster
+from taskyard_devkit.devllm import DevLlm, start_devllm
+from taskyard_devkit.readiness import wait_http_ok_sync
 from tests.support.infra import postgres_container, rabbitmq_container, service_url
-from tests.support.processes import Service, free_port, wait_http_ok_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,11 +104,10 @@ def service_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def devllm(service_logs: Path) -> Iterator[DevLlm]:
     """One development model server for the session; tests isolate themselves by model name."""
-    port = free_port()
-    service = Service("devllm", ["taskyard-devllm", "--port", str(port)], {}, service_logs)
+    service, llm = start_devllm(service_logs)
     try:
-        wait_http_ok_sync(f"http://127.0.0.1:{port}/healthz", service)
-        yield DevLlm(f"http://127.0.0.1:{port}/v1")
+        wait_http_ok_sync(llm.health_url, service)
+        yield llm
     finally:
         service.stop()
 

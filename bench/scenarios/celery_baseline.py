@@ -27,7 +27,7 @@ from bench.infra import ROOT, Context, db_schema, delete_amqp
 from bench.report import Row
 from bench.runner import Rows, Scenario, bounded, finish
 from bench.stats import percentile
-from tests.support.processes import Service
+from taskyard_devkit.process import Service
 
 THREADS = 100
 PREFORK_SLEEP_TASKS = 60  # full run: 30 s of 1-s tasks on 2 processes, instead of 500 s for 1,000

@@ -30,7 +30,7 @@ from bench.stats import percentile
 from bench.taskyard import cluster, devllm, new_tag, write_catalog
 from taskyard_common.settings import DbSettings
 from taskyard_common.store.keys import KeyStore, Role
-from tests.support.processes import Service
+from taskyard_devkit.process import Service
 
 SPECIALIST = "noop"
 LEVELS = (1, 8, 32, 64)

@@ -13,6 +13,7 @@ from tests.deploy.conftest import CHART, ROOT, render_text, run, tool
 pytestmark = pytest.mark.deploy
 
 SERVICES = {p.parent.name: p for p in (ROOT / "services").glob("*/pyproject.toml")}
+LIBS = sorted(p.parent.name for p in (ROOT / "libs").glob("*/pyproject.toml"))
 
 
 def test_hadolint_passes():
@@ -21,13 +22,23 @@ def test_hadolint_passes():
 
 def test_dockerfile_copies_every_workspace_member_and_what_it_needs():
     text = (ROOT / "Dockerfile").read_text()
-    for member in ["libs/common", *(f"services/{s}" for s in SERVICES)]:
+    assert "common" in LIBS
+    for member in [*(f"libs/{lib}" for lib in LIBS), *(f"services/{s}" for s in SERVICES)]:
         assert f"COPY {member}/pyproject.toml" in text, member
     assert re.search(r"FROM ghcr.io/astral-sh/uv:\d+\.\d+\.\d+ ", text), "uv must be pinned"
     assert "--no-install-workspace" in text and "USER 10001" in text
     ignore = (ROOT / ".dockerignore").read_text()
     for needed in ("pyproject.toml", "uv.lock", "specialists.yaml", "libs/", "services/"):
         assert f"!{needed}" in ignore
+
+
+def test_no_service_depends_on_the_dev_launcher():
+    """libs/devkit starts processes for make up, the tests and the benchmark: it must never reach an image."""
+    for name, path in SERVICES.items():
+        dependencies = tomllib.loads(path.read_text())["project"]["dependencies"]
+        assert not [d for d in dependencies if d.startswith("taskyard-devkit")], name
+    common = tomllib.loads((ROOT / "libs" / "common" / "pyproject.toml").read_text())
+    assert not [d for d in common["project"]["dependencies"] if d.startswith("taskyard-devkit")]
 
 
 def _skaffold():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from taskyard_devkit.cluster import Cluster
+from taskyard_devkit.devllm import DevLlm
 from tests.support.api_client import count_with_status, submit, task, wait_for_status
-from tests.support.cluster import Cluster
-from tests.support.devllm import DevLlm
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 from tests.support.rabbitmq_admin import get_env, rabbitmqctl, require_rabbitmqctl, set_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

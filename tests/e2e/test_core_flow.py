@@ -8,8 +8,9 @@ import itertools
 import httpx
 import pytest
 
-from tests.support.cluster import Cluster, metric_sum
-from tests.support.processes import eventually
+from taskyard_devkit.cluster import Cluster
+from tests.support.polling import eventually
+from tests.support.scrape import metric_sum
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

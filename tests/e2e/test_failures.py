@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
+from taskyard_devkit.cluster import Cluster
+from taskyard_devkit.devllm import DevLlm
 from tests.support.api_client import count_with_status, submit, task, wait_for_status
-from tests.support.cluster import Cluster, metric_sum
-from tests.support.devllm import DevLlm
-from tests.support.processes import eventually
+from tests.support.polling import eventually
+from tests.support.scrape import metric_sum
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -14,10 +14,12 @@ import pytest
 
 from taskyard_common.catalog import Catalog
 from taskyard_common.settings import AmqpSettings, DbSettings
+from taskyard_devkit.devllm import DevLlm
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.readiness import wait_http_ok
+from taskyard_devkit.service_env import service_env
 from tests.support.api_client import submit, wait_for_status
-from tests.support.devllm import DevLlm
-from tests.support.processes import eventually, free_port, wait_http_ok
-from tests.support.service_env import service_env
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from taskyard_devkit.cluster import Cluster
+from taskyard_devkit.devllm import DevLlm
 from tests.support.api_client import submit, wait_for_status
 from tests.support.chart_metrics import family, scraped_names, used_metric_names
-from tests.support.cluster import Cluster, metric_sum
-from tests.support.devllm import DevLlm
+from tests.support.scrape import metric_sum
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -28,8 +28,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from taskyard_api.settings import ApiSettings
-from tests.support.cluster import Cluster
-from tests.support.processes import BIN
+from taskyard_devkit.cluster import Cluster
+from taskyard_devkit.process import BIN
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -1,5 +1,5 @@
-"""The local model's scripts (scripts/local_model.py, scripts/local_model_server.py), loaded by path: they are
-run as scripts, not installed as a package."""
+"""The local model's server script (scripts/local_model_server.py), loaded by path: it runs in the model's
+own environment (.taskyard/llm-venv), not installed as a package. Its preparation is taskyard_devkit's."""
 
 from __future__ import annotations
 

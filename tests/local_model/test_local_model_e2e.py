@@ -14,13 +14,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.local_model.conftest import load_script
-from tests.support.cluster import Cluster
-from tests.support.processes import Service, eventually, free_port, wait_http_ok_sync
+from taskyard_devkit.cluster import Cluster
+from taskyard_devkit.local_model import runtime, serving, weights
+from taskyard_devkit.local_model.layout import Layout, configured_model_path
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import Service
+from taskyard_devkit.readiness import wait_http_ok_sync
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(1800)]
-
-local_model = load_script("local_model")
 
 # One request per specialist that no reasonable router could send elsewhere.
 REQUESTS = {
@@ -40,12 +42,12 @@ SLOW_LLM = {"TASKYARD_LLM_ROUTING_TIMEOUT_SECONDS": "600", "TASKYARD_LLM_TIMEOUT
 @pytest.fixture(scope="module")
 def local_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The model server as `make up` runs it; its base URL."""
-    layout = local_model.Layout()
-    model = local_model.configured_model_path() or layout.model
+    layout = Layout()
+    model = configured_model_path() or layout.model
     missing = []
-    if local_model.runtime_version(layout) != local_model.RUNTIME_VERSION:
-        missing.append(f"the runtime ({local_model.RUNTIME} in {layout.venv})")
-    if local_model.configured_model_path() is None and not local_model.model_verified(layout):
+    if runtime.runtime_version(layout) != runtime.RUNTIME_VERSION:
+        missing.append(f"the runtime ({runtime.RUNTIME} in {layout.venv})")
+    if configured_model_path() is None and not weights.model_verified(layout):
         missing.append(f"the verified weights ({layout.model})")
     if missing:
         reason = (
@@ -56,7 +58,7 @@ def local_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip(reason)
     port = free_port()
     logs = tmp_path_factory.mktemp("local-model")
-    service = Service("local-model", local_model.server_command(model, port), {}, logs)
+    service = Service("local-model", serving.server_command(model, port), {}, logs)
     try:
         started = time.monotonic()
         wait_http_ok_sync(f"http://127.0.0.1:{port}/v1/models", service, timeout=300)
@@ -69,7 +71,7 @@ def local_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 async def test_the_local_model_routes_and_answers_tasks(cluster: Cluster, local_llm: str, catalog) -> None:
     assert set(REQUESTS) <= set(catalog.names)
-    llm = {"TASKYARD_LLM_BASE_URL": local_llm, "TASKYARD_LLM_MODEL": local_model.MODEL_ALIAS, **SLOW_LLM}
+    llm = {"TASKYARD_LLM_BASE_URL": local_llm, "TASKYARD_LLM_MODEL": serving.MODEL_ALIAS, **SLOW_LLM}
     await cluster.start_api()
     await cluster.start_broker_agent(**llm)
     async with httpx.AsyncClient(base_url=cluster.api_url, timeout=30) as client:
@@ -123,8 +125,8 @@ async def test_the_local_model_routes_and_answers_tasks(cluster: Cluster, local_
 
 def test_the_model_file_is_the_pinned_one() -> None:
     """What `make test-local-model` prepared is the pinned file (or the one configured instead)."""
-    configured = local_model.configured_model_path()
-    path = configured or local_model.Layout().model
+    configured = configured_model_path()
+    path = configured or Layout().model
     if not path.exists():
         reason = f"{path} is not there; `make test-local-model` prepares it"
         if os.environ.get("TASKYARD_REQUIRE_LOCAL_MODEL") == "1":
@@ -132,4 +134,4 @@ def test_the_model_file_is_the_pinned_one() -> None:
         pytest.skip(reason)
     assert Path(path).read_bytes()[:4] == b"GGUF"
     if configured is None:
-        assert local_model.model_verified(local_model.Layout())
+        assert weights.model_verified(Layout())

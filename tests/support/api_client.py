@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 TERMINAL = {"completed", "failed", "dead_lettered", "cancelled"}
 

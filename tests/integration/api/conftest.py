@@ -27,7 +27,7 @@ from taskyard_common.messages import (
 from taskyard_common.settings import AmqpSettings, CatalogSettings, DbSettings, LogSettings
 from taskyard_common.store import NewTask, StartOutcome, TaskRecord, TaskStore
 from taskyard_common.topology import Topology
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 BASE_URL = "http://taskyard.test"
 PROBLEM = "application/problem+json"

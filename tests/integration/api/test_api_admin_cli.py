@@ -9,8 +9,8 @@ import subprocess
 import httpx
 
 from taskyard_common.settings import DbSettings
+from taskyard_devkit.process import BIN
 from tests.integration.api.conftest import MakeSettings, assert_problem, serve
-from tests.support.processes import BIN
 
 
 def admin(*argv: str, db: DbSettings) -> subprocess.CompletedProcess[str]:

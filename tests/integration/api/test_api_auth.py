@@ -12,7 +12,7 @@ from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.store.keys import KeyStore, Role
 from tests.integration.api.conftest import MakeSettings, assert_problem, created, dead_lettered, serve
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 Bearer = Callable[..., Awaitable[dict[str, str]]]
 

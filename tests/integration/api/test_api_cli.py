@@ -11,8 +11,10 @@ import asyncpg
 import httpx
 
 from taskyard_common.settings import AmqpSettings, DbSettings
-from tests.support.processes import BIN, Service, free_port, wait_http_ok
-from tests.support.service_env import service_env
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import BIN, Service
+from taskyard_devkit.readiness import wait_http_ok
+from taskyard_devkit.service_env import service_env
 
 
 def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

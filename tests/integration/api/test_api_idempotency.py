@@ -15,7 +15,7 @@ from taskyard_common.settings import AmqpSettings, DbSettings
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.topology import Topology
 from tests.integration.api.conftest import IntakeReader, MakeSettings, assert_problem, serve
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 BODY = {"input": "Summarize: idempotency keys make retries safe.", "metadata": {"k": "v"}}
 

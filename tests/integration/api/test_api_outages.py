@@ -24,8 +24,8 @@ from tests.integration.api.conftest import (
     running,
     serve,
 )
-from tests.support.cluster import metric_sum
-from tests.support.processes import eventually
+from tests.support.polling import eventually
+from tests.support.scrape import metric_sum
 from tests.support.tcp_proxy import TcpProxy
 
 # "It returns" rather than "it is fast": generous enough for a loaded machine, far below a hang.

@@ -13,7 +13,7 @@ from taskyard_api.published import PublishedMarker
 from taskyard_common.store import NewTask, PostgresTaskStore, TaskRecord
 from taskyard_common.store.rate_limits import RateLimitStore
 from tests.integration.api.conftest import MakeSettings, created, serve
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 
 async def test_mark_published_many_marks_only_unpublished_rows(store: PostgresTaskStore):

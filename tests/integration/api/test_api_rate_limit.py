@@ -11,9 +11,11 @@ import httpx
 
 from taskyard_common.settings import AmqpSettings, DbSettings
 from taskyard_common.store.keys import KeyStore, Role
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import Service
+from taskyard_devkit.readiness import wait_http_ok
+from taskyard_devkit.service_env import service_env
 from tests.integration.api.conftest import MakeSettings, assert_problem, serve
-from tests.support.processes import Service, free_port, wait_http_ok
-from tests.support.service_env import service_env
 
 RATE_LIMIT = re.compile(r'^"submit";r=(\d+);t=(\d+)$')
 

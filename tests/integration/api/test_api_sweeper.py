@@ -20,7 +20,7 @@ from tests.integration.api.conftest import (
     dead_lettered,
     serve,
 )
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 
 async def test_orphaned_rows_are_announced_once(

@@ -12,7 +12,7 @@ from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, PostgresTaskStore, StartOutcome
 from taskyard_common.task_errors import TaskErrorType, task_error
 from tests.integration.api.conftest import IntakeReader, assert_problem
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 
 async def test_submit_stores_the_task_and_announces_it_once(

@@ -37,7 +37,7 @@ from taskyard_common.settings import (
 from taskyard_common.store import NewTask, PostgresTaskStore
 from taskyard_common.topology import INTAKE_ROUTING_KEY
 from tests.support.bus import Bus as SharedBus
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 from tests.support.tcp_proxy import TcpProxy
 
 NO_LLM = LlmSettings(base_url=None, api_key=None)

@@ -13,7 +13,7 @@ from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Usage, WorkMessage
 from taskyard_common.task_errors import TaskErrorType, task_error
 from tests.integration.broker_agent.conftest import status_is
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

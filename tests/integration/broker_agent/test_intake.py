@@ -15,7 +15,7 @@ from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import IntakeMessage, RoutingDecision, RoutingMethod
 from taskyard_common.settings import LlmSettings
 from taskyard_common.store import PostgresTaskStore
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

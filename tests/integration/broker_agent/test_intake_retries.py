@@ -14,7 +14,7 @@ from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import IntakeMessage
 from taskyard_common.settings import DbSettings
 from tests.integration.broker_agent.conftest import status_is
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

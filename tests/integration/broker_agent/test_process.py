@@ -10,8 +10,11 @@ import pytest
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingMethod
 from taskyard_common.settings import AmqpSettings, DbSettings
-from tests.support.processes import Service, eventually, free_port, wait_http_ok
-from tests.support.service_env import service_env
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import Service
+from taskyard_devkit.readiness import wait_http_ok
+from taskyard_devkit.service_env import service_env
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -14,7 +14,7 @@ from taskyard_common.amqp import Publisher
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import WorkMessage
 from taskyard_common.topology import declare
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from yarl import URL
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import AmqpSettings
 from tests.integration.broker_agent.conftest import status_is
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

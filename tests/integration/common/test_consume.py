@@ -13,7 +13,7 @@ from taskyard_common.amqp import connect, consume
 from taskyard_common.errors import TransientError
 from taskyard_common.messages import ControlMessage, encode
 from taskyard_common.settings import AmqpSettings
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

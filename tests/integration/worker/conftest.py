@@ -23,9 +23,9 @@ from taskyard_common.settings import (
 )
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.store.records import NewTask
+from taskyard_devkit.devllm import DevLlm
 from taskyard_worker.settings import ServiceSettings, WorkerSettings
 from tests.integration.worker.helpers import Bus, Harness, Submit
-from tests.support.devllm import DevLlm
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore, TaskRecord
 from taskyard_common.topology import DELAY_TIERS
+from taskyard_devkit.devllm import DevLlm
 from taskyard_worker.app import Worker
 from taskyard_worker.settings import ServiceSettings
 from tests.support.bus import Bus as SharedBus
-from tests.support.devllm import DevLlm
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 # submit(task_input=..., specialist=...) → the published WorkMessage
 Submit = Callable[..., Awaitable[WorkMessage]]

@@ -12,6 +12,8 @@ from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import TransientError
 from taskyard_common.llm import make_client
 from taskyard_common.settings import LlmSettings
+from taskyard_devkit.devllm import DevLlm
+from taskyard_devkit.ports import free_port
 from taskyard_worker.runtime import (
     Agent,
     AttemptTimeout,
@@ -22,8 +24,6 @@ from taskyard_worker.runtime import (
 )
 from taskyard_worker.tools import Tool, ToolRegistry
 from taskyard_worker.tools.calculator import Calculator
-from tests.support.devllm import DevLlm
-from tests.support.processes import free_port
 
 pytestmark = pytest.mark.integration
 

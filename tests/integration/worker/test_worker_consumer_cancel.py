@@ -9,7 +9,7 @@ import pytest
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_worker.app import running_worker
 from tests.integration.worker.helpers import Harness
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

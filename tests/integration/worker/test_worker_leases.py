@@ -13,7 +13,7 @@ from taskyard_common.metrics import TASKS_FINISHED
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
 from tests.integration.worker.helpers import Harness, counter, wait_outcome
-from tests.support.processes import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

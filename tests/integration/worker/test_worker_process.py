@@ -12,9 +12,12 @@ import pytest
 
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import AmqpSettings, DbSettings
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import BIN, Service
+from taskyard_devkit.readiness import wait_http_ok
+from taskyard_devkit.service_env import service_env
 from tests.integration.worker.helpers import Harness
-from tests.support.processes import BIN, Service, eventually, free_port, wait_http_ok
-from tests.support.service_env import service_env
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 
 from taskyard_common.lifecycle import TaskStatus
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import Service
+from taskyard_devkit.readiness import wait_http_ok
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
 from tests.integration.worker.helpers import Harness, wait_outcome
 from tests.integration.worker.test_worker_process import worker_env
-from tests.support.processes import Service, eventually, free_port, wait_http_ok
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 

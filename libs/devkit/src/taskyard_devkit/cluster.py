@@ -1,4 +1,5 @@
-"""taskyard as real processes for end-to-end tests: start, kill and restart any service at will."""
+"""taskyard as real processes: the API, the broker agent and workers of one test or benchmark scenario,
+started, killed and restarted at will, all in that caller's queue prefix and database schema."""
 
 from __future__ import annotations
 
@@ -9,16 +10,18 @@ from pathlib import Path
 import httpx
 
 from taskyard_common.settings import AmqpSettings, DbSettings
-from tests.support.devllm import DevLlm
-from tests.support.processes import Service, free_port, wait_http_ok
-from tests.support.service_env import service_env
+from taskyard_devkit.devllm import DevLlm
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import Service
+from taskyard_devkit.readiness import wait_http_ok
+from taskyard_devkit.service_env import service_env
 
 # uvicorn re-raises SIGTERM after its graceful shutdown, so the API's clean exit reads -15.
 CLEAN_EXITS = (0, None, -signal.SIGTERM)
 
 
 class Cluster:
-    """The API, the broker agent and workers of one test, sharing that test's queue prefix and schema."""
+    """The API, the broker agent and workers sharing one queue prefix and schema, and one dev LLM model."""
 
     def __init__(
         self, amqp: AmqpSettings, db: DbSettings, catalog_path: Path, devllm: DevLlm, log_dir: Path
@@ -84,22 +87,10 @@ class Cluster:
 
     def stop_all(self) -> dict[str, int | None]:
         """SIGTERM everything still running; returns the exit codes that were not clean."""
-        unclean = {}
+        unclean: dict[str, int | None] = {}
         for service in self.services:
             was_running = service.proc.poll() is None
             code = service.stop()
             if was_running and code not in CLEAN_EXITS:
                 unclean[service.name] = code
         return unclean
-
-
-def metric_sum(text: str, name: str, **labels: str) -> float:
-    """Sum a metric's samples whose labels include ``labels`` (Prometheus text format)."""
-    total = 0.0
-    for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        series, value = line.rsplit(" ", 1)
-        if all(f'{k}="{v}"' in series for k, v in labels.items()):
-            total += float(value)
-    return total

@@ -1,0 +1,62 @@
+"""The development model server (``taskyard-devllm``): started, and scripted over its control API.
+
+It is a real OpenAI-compatible HTTP server whose replies are deterministic, so tests and benchmarks exercise
+the services' real LLM clients without a model. Its scripts and recorded requests are kept per model name:
+each test takes a model name of its own and shares one server.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import Service
+
+
+@dataclass
+class DevLlm:
+    base_url: str  # ends in /v1, as the openai client expects
+
+    @property
+    def root(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+    @property
+    def health_url(self) -> str:
+        return f"{self.root}/healthz"
+
+    def new_model(self) -> str:
+        """A model name of the caller's own: scripts and recorded requests are kept per model name."""
+        return f"test-{uuid.uuid4().hex[:10]}"
+
+    async def script(self, model: str, steps: list[dict[str, Any]], *, repeat_last: bool = False) -> None:
+        async with httpx.AsyncClient() as client:
+            response = await client.post(
+                f"{self.root}/_control/scripts/{model}", json={"steps": steps, "repeat_last": repeat_last}
+            )
+            response.raise_for_status()
+
+    async def requests(self, model: str) -> list[dict[str, Any]]:
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{self.root}/_control/requests/{model}")
+            response.raise_for_status()
+            requests: list[dict[str, Any]] = response.json()["requests"]
+            return requests
+
+
+def start_devllm(log_dir: Path, *, latency_seconds: float | None = None) -> tuple[Service, DevLlm]:
+    """Start the server on a free port; the caller waits for ``DevLlm.health_url`` (with ``wait_http_ok``
+    or its sync twin, whichever it can) and stops the ``Service``.
+
+    ``latency_seconds`` delays every reply (the benchmark's stand-in for a model's time); None leaves the
+    server's default."""
+    port = free_port()
+    argv = ["taskyard-devllm", "--port", str(port)]
+    if latency_seconds is not None:
+        argv += ["--latency-seconds", str(latency_seconds)]
+    return Service("devllm", argv, {}, log_dir), DevLlm(f"http://127.0.0.1:{port}/v1")

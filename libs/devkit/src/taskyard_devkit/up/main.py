@@ -1,0 +1,162 @@
+"""Run the whole of taskyard locally: migrations, then the API, the broker agent and one worker per specialist.
+
+Like Kubernetes would, it restarts a service process that dies (with backoff) and logs each restart.
+Ctrl-C (or SIGTERM) stops everything cleanly. With no LLM endpoint configured it runs a real small model on
+this machine (``--llm local``, the default: taskyard_devkit.local_model builds and fetches it once), or the
+bundled development model server (``--llm dev``), which answers deterministically and is NOT a real LLM;
+it falls back to the latter, saying why, when the local model cannot be prepared.
+
+Run through ``make up`` (``make up LLM=dev``), which first makes sure uv, RabbitMQ and PostgreSQL are there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from taskyard_devkit.checkout import ROOT, load_local_env
+from taskyard_devkit.ports import port_free
+from taskyard_devkit.process import BIN
+from taskyard_devkit.readiness import wait_ready
+from taskyard_devkit.supervisor import Supervisor
+from taskyard_devkit.up.llm import choose_llm
+from taskyard_devkit.up.say import say
+
+if TYPE_CHECKING:
+    from taskyard_common.catalog import Catalog
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default=os.environ.get("TASKYARD_API_HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("TASKYARD_API_PORT", "8000")))
+    parser.add_argument(
+        "--llm",
+        choices=("local", "dev"),
+        default=os.environ.get("TASKYARD_UP_LLM", "local"),
+        help="with no LLM endpoint configured: a real local model, or the scripted development server "
+        "(fast, NOT a real LLM)",
+    )
+    parser.add_argument(
+        "--local-model-port", type=int, default=int(os.environ.get("TASKYARD_LOCAL_MODEL_PORT", "8200"))
+    )
+    parser.add_argument(
+        "--devllm-port", type=int, default=int(os.environ.get("TASKYARD_DEVLLM_PORT", "8100"))
+    )
+    parser.add_argument(
+        "--health-base-port",
+        type=int,
+        default=9100,
+        help="broker agent on this port, workers on the following ones",
+    )
+    return parser.parse_args()
+
+
+def load_settings() -> Catalog | None:
+    """The environment the services get (bootstrap's local.env, local defaults) and the catalog they
+    serve; None, after saying why, when the catalog is unusable."""
+    load_local_env()
+    os.environ.setdefault("TASKYARD_CATALOG_PATH", str(ROOT / "specialists.yaml"))
+    # Local development: no API keys unless asked for (TASKYARD_API_AUTH_ENABLED=true and taskyard-admin).
+    os.environ.setdefault("TASKYARD_API_AUTH_ENABLED", "false")
+    if os.environ["TASKYARD_API_AUTH_ENABLED"].strip().lower() in ("false", "0", "no", "off"):
+        say("WARNING: API authentication is disabled (TASKYARD_API_AUTH_ENABLED=false): local use only")
+    from taskyard_common.catalog import CatalogError, load_catalog
+
+    try:
+        return load_catalog(Path(os.environ["TASKYARD_CATALOG_PATH"]))
+    except CatalogError as exc:
+        say(str(exc))
+        return None
+
+
+async def run_once(argv: list[str]) -> int:
+    process = await asyncio.create_subprocess_exec(str(BIN / argv[0]), *argv[1:])
+    return await process.wait()
+
+
+def add_services(supervisor: Supervisor, args: argparse.Namespace, catalog: Catalog) -> None:
+    """The API, the broker agent and one worker per specialist, each with its own health port."""
+    supervisor.add("api", ["taskyard-api", "--host", args.host, "--port", str(args.port)])
+    supervisor.add("broker-agent", ["taskyard-broker-agent"], TASKYARD_HEALTH_PORT=str(args.health_base_port))
+    for i, name in enumerate(catalog.names, start=1):
+        supervisor.add(
+            f"worker-{name}",
+            ["taskyard-worker", "--specialist", name],
+            TASKYARD_HEALTH_PORT=str(args.health_base_port + i),
+        )
+
+
+def banner(args: argparse.Namespace, catalog: Catalog, llm_line: str) -> str:
+    base = f"http://{args.host}:{args.port}"
+    return f"""
+  taskyard is up. Ctrl-C stops everything.
+
+    API        {base}/v1/tasks       (OpenAPI: {base}/docs)
+    health     {base}/readyz   metrics: {base}/metrics
+    broker     http://127.0.0.1:{args.health_base_port}/metrics
+    workers    {", ".join(f"{n}: :{args.health_base_port + i}" for i, n in enumerate(catalog.names, 1))}
+    LLM        {llm_line}
+
+  Try it:
+    curl -s -X POST {base}/v1/tasks -H 'Content-Type: application/json' \\
+         -d '{{"input": "Summarize: taskyard runs long AI agent tasks asynchronously."}}'
+    curl -s {base}/v1/tasks/<id>
+"""
+
+
+async def main() -> int:
+    args = parse_args()
+    catalog = load_settings()
+    if catalog is None:
+        return 2
+    if not port_free(args.host, args.port):
+        say(f"port {args.port} on {args.host} is in use: stop what uses it or pass --port")
+        return 2
+
+    say("applying database migrations")
+    if await run_once(["taskyard-migrate"]) != 0:
+        say("migrations failed: see the message above")
+        return 1
+
+    loop = asyncio.get_running_loop()
+    stop_requested = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop_requested.set)
+
+    supervisor = Supervisor(say)
+    background: list[asyncio.Task[None]] = []
+    llm_line = await choose_llm(
+        args.llm,
+        local_model_port=args.local_model_port,
+        devllm_port=args.devllm_port,
+        supervisor=supervisor,
+        stop=stop_requested,
+        catalog=catalog,
+        background=background,
+    )
+    if llm_line is None:  # Ctrl-C while the local model was being prepared or loaded
+        await supervisor.stop()
+        say("stopped")
+        return 130
+    add_services(supervisor, args, catalog)
+    supervisor.start_all()
+
+    if await wait_ready(f"http://{args.host}:{args.port}/readyz", 60, stop_requested):
+        print(banner(args, catalog, llm_line), flush=True)
+    elif not stop_requested.is_set():
+        say("the API did not become ready within 60 s; the logs above say why (services keep retrying)")
+
+    await stop_requested.wait()
+    say("stopping")
+    await supervisor.stop()
+    tasks = [*supervisor.tasks, *background]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    say("stopped")
+    return 0
