@@ -10,7 +10,7 @@ TEST_ENV = set -a; [ -f $(LOCAL_ENV) ] && source $(LOCAL_ENV); set +a; \
 	export DATABASE_URL="$${DATABASE_URL:-$$TASKYARD_DB_URL}";
 PYTEST_ARGS ?=
 
-.PHONY: help up test test-fast test-deploy tools manifests lint check-packages bootstrap bench local-model \
+.PHONY: help up test test-fast test-deploy tools manifests lint format check-packages bootstrap bench local-model \
 	test-local-model
 
 help:
@@ -18,7 +18,8 @@ help:
 	@echo "            with no LLM endpoint, a real local model (first run: ~4 min build, 1.1 GB download)"
 	@echo "make up LLM=dev  the same with the fast scripted development model server (NOT a real LLM)"
 	@echo "make test   run the whole test suite against real RabbitMQ and PostgreSQL"
-	@echo "make lint   ruff"
+	@echo "make lint   ruff and mypy (the type checker, at zero errors)"
+	@echo "make format  ruff's fixes and formatting"
 	@echo "make bench  benchmarks vs Celery and the broker's limit (BENCH_ARGS=--quick for a smoke run); writes docs/benchmarks.md"
 	@echo "make manifests  regenerate deploy/manifests/ from the Helm chart"
 	@echo "make local-model       build and fetch the local model alone (what make up does on its first run)"
@@ -75,9 +76,16 @@ bench: bootstrap
 test-fast:
 	uv run --locked pytest tests/unit $(PYTEST_ARGS)
 
+# Style and types: ruff, then mypy (strict) over every workspace member, at zero errors.
 lint:
 	uv run --locked ruff check .
 	uv run --locked ruff format --check .
+	uv run --locked mypy
+
+# Fix what ruff can fix, then format.
+format:
+	uv run --locked ruff check --fix .
+	uv run --locked ruff format .
 
 # Each service installs and starts alone, with only its own dependencies (the workspace's known hole is a
 # service importing another member's dependency from the shared dev environment).
