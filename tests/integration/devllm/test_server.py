@@ -1,6 +1,5 @@
 """The development model server, driven through the real openai client over HTTP."""
 
-import httpx
 import openai
 import pytest
 
@@ -89,11 +88,7 @@ async def test_a_by_turn_script_answers_each_turn_the_same_every_time(client, de
         {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1 + 1"}}]},
         {"content": "two"},
     ]
-    async with httpx.AsyncClient() as http:
-        response = await http.post(
-            f"{devllm.root}/_control/scripts/{model}", json={"steps": steps, "by_turn": True}
-        )
-        response.raise_for_status()
+    await devllm.script(model, steps, by_turn=True)
     question = [{"role": "user", "content": "1 + 1?"}]
     for _ in range(2):  # a resumed run asks for the same turn again: same answer
         first = await client.chat.completions.create(model=model, messages=question)

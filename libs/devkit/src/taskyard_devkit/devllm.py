@@ -34,11 +34,13 @@ class DevLlm:
         """A model name of the caller's own: scripts and recorded requests are kept per model name."""
         return f"test-{uuid.uuid4().hex[:10]}"
 
-    async def script(self, model: str, steps: list[dict[str, Any]], *, repeat_last: bool = False) -> None:
+    async def script(
+        self, model: str, steps: list[dict[str, Any]], *, repeat_last: bool = False, by_turn: bool = False
+    ) -> None:
+        """Queue ``steps`` for ``model``; ``by_turn``: answer the step of the conversation's turn instead."""
+        body = {"steps": steps, "repeat_last": repeat_last, "by_turn": by_turn}
         async with httpx.AsyncClient() as client:
-            response = await client.post(
-                f"{self.root}/_control/scripts/{model}", json={"steps": steps, "repeat_last": repeat_last}
-            )
+            response = await client.post(f"{self.root}/_control/scripts/{model}", json=body)
             response.raise_for_status()
 
     async def requests(self, model: str) -> list[dict[str, Any]]:
