@@ -26,7 +26,7 @@ from taskyard_common.logging import configure_logging
 from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.metrics import init_llm_labels, init_worker_labels
 from taskyard_worker.control import ControlHandler
-from taskyard_worker.flights import Source
+from taskyard_worker.flights import Flights, Source
 from taskyard_worker.handler import WorkHandler
 from taskyard_worker.heartbeat import Heartbeat
 from taskyard_worker.resources import Resources, StartupError
@@ -54,6 +54,7 @@ class Worker:
             resources.tools,
             max_tool_output_chars=settings.max_tool_output_chars,
         )
+        self.flights = Flights()
         self.handler = WorkHandler(
             spec,
             settings,
@@ -62,8 +63,11 @@ class Worker:
             resources.publisher,
             resources.topology,
             resources.owner,
+            self.flights,
         )
-        self.heartbeat = Heartbeat(resources.store, self.handler, settings.lease_seconds)
+        self.heartbeat = Heartbeat(
+            resources.store, self.flights, owner=resources.owner, lease_seconds=settings.lease_seconds
+        )
         self._heartbeat_task: asyncio.Task[None] | None = None
         # (queue, consumer tag) of the work consumers, cancelled first on stop; the control one last.
         self._work_consumers: list[tuple[AbstractQueue, str]] = []
@@ -81,7 +85,7 @@ class Worker:
         control = resources.control_queue
         self._control_consumer = (
             control,
-            await consume(control, ControlMessage, ControlHandler(self.handler)),
+            await consume(control, ControlMessage, ControlHandler(self.flights)),
         )
         for queue, source in (
             (resources.queue, Source.MAIN),
@@ -109,8 +113,8 @@ class Worker:
         for queue, tag in consumers:
             await self._cancel_consumer(queue, tag)
         grace = self.resources.settings.worker.shutdown_grace_seconds
-        if self.handler.flights:
-            log.info("waiting up to %gs for %d tasks in flight", grace, len(self.handler.flights))
+        if self.flights:
+            log.info("waiting up to %gs for %d tasks in flight", grace, len(self.flights))
         handed_back = await self.handler.drain(grace)
         if handed_back:
             log.warning("grace period over: stopped %d deliveries and handed their tasks back", handed_back)
@@ -152,7 +156,7 @@ async def serve(settings: ServiceSettings, specialist: str) -> None:
         async with running_worker(settings, specialist) as worker:
             waits = {asyncio.create_task(stop.wait(), name="stop-signal")}
             if idle_limit is not None:
-                waits.add(asyncio.create_task(worker.handler.until_idle(idle_limit), name="idle"))
+                waits.add(asyncio.create_task(worker.flights.until_idle(idle_limit), name="idle"))
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:

@@ -12,13 +12,10 @@ recorded by ``Outcomes`` (outcomes.py).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
-from uuid import UUID
 
 from aio_pika.abc import AbstractIncomingMessage
 
@@ -32,7 +29,7 @@ from taskyard_common.retry import backoff_seconds, publish_delayed
 from taskyard_common.store import StartOutcome, StartResult, TaskStore
 from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import Topology, work_target
-from taskyard_worker.flights import Flight, Source, StopReason
+from taskyard_worker.flights import Flight, Flights, Source, StopReason
 from taskyard_worker.outcomes import Outcomes
 from taskyard_worker.runtime import Agent
 from taskyard_worker.settings import WorkerSettings
@@ -67,6 +64,7 @@ class WorkHandler:
         publisher: Publisher,
         topology: Topology,
         owner: str,
+        flights: Flights,
     ) -> None:
         self.specialist = spec.name
         self.spec = spec
@@ -75,15 +73,9 @@ class WorkHandler:
         self._store = store
         self._publisher = publisher
         self._topology = topology
-        # Every delivery being handled (its asyncio task, which also settles the message), and the flight of
-        # each task id among them: one flight per task per process, so a duplicate never runs beside it.
-        self.deliveries: set[asyncio.Task[Any]] = set()
-        self.flights: dict[UUID, Flight] = {}
+        self.flights = flights
         # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
         self.outcomes: Counter[str] = Counter()
-        # When a delivery last arrived or ended (monotonic): job mode exits after a long enough quiet spell.
-        self.last_activity = time.monotonic()
-        self._activity = asyncio.Event()
         self._stopping = asyncio.Event()
         self._starts = StartBatcher(store, owner=owner, lease_seconds=settings.lease_seconds)
         self._record = Outcomes(spec, settings, store, agent, publisher, topology, owner, count=self._outcome)
@@ -96,44 +88,12 @@ class WorkHandler:
 
         return handle
 
-    def in_flight(self) -> set[asyncio.Task[Any]]:
-        """Every delivery and flight not done yet: what a graceful stop waits for."""
-        flights = {f.task for f in self.flights.values() if f.task is not None and not f.task.done()}
-        return self.deliveries | flights
-
-    def _touch(self, *_: object) -> None:
-        self.last_activity = time.monotonic()
-        self._activity.set()
-
-    def idle_seconds(self) -> float:
-        """How long nothing has been in flight and nothing was delivered; 0 while anything is in flight."""
-        if self.in_flight():
-            return 0.0
-        return time.monotonic() - self.last_activity
-
-    async def until_idle(self, seconds: float) -> None:
-        """Return once the worker has been idle for ``seconds`` (job mode's exit condition). Woken by every
-        delivery's start and end, so it never waits longer than needed."""
-        while True:
-            self._activity.clear()
-            busy = bool(self.in_flight())
-            remaining = seconds if busy else seconds - (time.monotonic() - self.last_activity)
-            if remaining <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._activity.wait(), timeout=remaining)
-
-    def leased_ids(self) -> list[UUID]:
-        return [task_id for task_id, flight in self.flights.items() if flight.leased]
-
     async def handle(self, message: WorkMessage, incoming: AbstractIncomingMessage, source: Source) -> None:
         delivery = asyncio.current_task()
-        self._touch()
-        if delivery is not None:
-            # Tracked until done, i.e. until after the consume helper settled the message.
-            self.deliveries.add(delivery)
-            delivery.add_done_callback(self.deliveries.discard)
-            delivery.add_done_callback(self._touch)
+        if delivery is None:
+            self.flights.touch()
+        else:
+            self.flights.track_delivery(delivery)
         if message.specialist != self.specialist:
             # A routing bug, not a poison message: fail the task visibly instead of running it here.
             error = task_error(
@@ -151,7 +111,7 @@ class WorkHandler:
             await self._defer(message, self._settings.lease_seconds, "it is in flight here already")
             return
         flight = Flight(message, incoming, source)
-        self.flights[message.task_id] = flight
+        self.flights.add(flight)
         # aiormq cancels a channel's consumer tasks when the channel closes (a connection blip, a channel
         # error). The flight goes on in a task of its own: a task acked early keeps running under its lease,
         # and an unacked one still records its outcome (its redelivery then finds the lease or the result).
@@ -163,9 +123,7 @@ class WorkHandler:
         try:
             await self._deliver(flight)
         finally:
-            if self.flights.get(flight.message.task_id) is flight:
-                del self.flights[flight.message.task_id]
-            self._touch()
+            self.flights.remove(flight)
 
     async def _quarantine(self, message: WorkMessage) -> None:
         """A redelivery means its channel died with it unacked, maybe killed by it: run it alone, in the
@@ -268,16 +226,13 @@ class WorkHandler:
         # A delivery that arrived just before the consumers were cancelled needs a turn of the loop to reach
         # the handler; the loop below also picks up any that register while it waits.
         await asyncio.sleep(0)
-        while (pending := self.in_flight()) and (remaining := deadline - loop.time()) > 0:
+        while (pending := self.flights.in_flight()) and (remaining := deadline - loop.time()) > 0:
             await asyncio.wait(pending, timeout=remaining)
-        if not self.in_flight():
+        if not self.flights.in_flight():
             return 0
         self._stopping.set()
-        stopped = 0
-        for flight in list(self.flights.values()):
-            flight.stop(StopReason.SHUTDOWN)
-            stopped += 1
-        _, stuck = await asyncio.wait(self.in_flight(), timeout=HAND_BACK_SECONDS)
+        stopped = self.flights.stop_all(StopReason.SHUTDOWN)
+        _, stuck = await asyncio.wait(self.flights.in_flight(), timeout=HAND_BACK_SECONDS)
         for task in stuck:
             # Could not hand back in time (broker or store down): the unacked message is requeued when
             # the connection closes, a settled task is taken back by the reaper when its lease runs out.

@@ -13,16 +13,16 @@ import logging
 
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.store import TaskStore
-from taskyard_worker.flights import StopReason
-from taskyard_worker.handler import WorkHandler
+from taskyard_worker.flights import Flights, StopReason
 
 log = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    def __init__(self, store: TaskStore, handler: WorkHandler, lease_seconds: float) -> None:
+    def __init__(self, store: TaskStore, flights: Flights, *, owner: str, lease_seconds: float) -> None:
         self._store = store
-        self._handler = handler
+        self._flights = flights
+        self._owner = owner
         self._lease_seconds = lease_seconds
 
     @property
@@ -42,16 +42,16 @@ class Heartbeat:
                 log.exception("heartbeat failed")
 
     async def beat(self) -> None:
-        ids = self._handler.leased_ids()
+        ids = self._flights.leased_ids()
         if not ids:
             return
-        held, cancel = await self._store.heartbeat(self._handler.owner, ids, self._lease_seconds)
+        held, cancel = await self._store.heartbeat(self._owner, ids, self._lease_seconds)
         for task_id in ids:
-            flight = self._handler.flights.get(task_id)
+            flight = self._flights.get(task_id)
             if flight is None or not flight.leased:
                 continue  # finished while the beat was on its way
             if task_id not in held:
-                if flight.run is not None and not flight.run.done() and flight.stop(StopReason.LOST_LEASE):
+                if flight.running and flight.stop(StopReason.LOST_LEASE):
                     log.warning("task %s: this worker no longer holds its lease; stopping it", task_id)
             elif task_id in cancel and flight.stop(StopReason.CANCELLED):
                 log.info("task %s: cancellation requested (seen by the heartbeat); stopping it", task_id)
