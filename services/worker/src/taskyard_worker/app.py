@@ -29,7 +29,7 @@ from taskyard_worker.control import ControlHandler
 from taskyard_worker.flights import Flights, Source
 from taskyard_worker.handler import WorkHandler
 from taskyard_worker.heartbeat import Heartbeat
-from taskyard_worker.resources import Resources, StartupError
+from taskyard_worker.resources import StartupError, WorkerResources
 from taskyard_worker.runtime import Agent
 from taskyard_worker.settings import ServiceSettings, get_settings
 
@@ -41,9 +41,9 @@ CANCEL_TIMEOUT_SECONDS = 5.0
 
 
 class Worker:
-    """The consumers of one specialist's queues (main, quarantine, control) over opened ``Resources``."""
+    """The consumers of one specialist's queues (main, quarantine, control) over opened ``WorkerResources``."""
 
-    def __init__(self, resources: Resources) -> None:
+    def __init__(self, resources: WorkerResources) -> None:
         self.resources = resources
         spec = resources.spec
         settings = resources.settings.worker
@@ -88,7 +88,7 @@ class Worker:
             await consume(control, ControlMessage, ControlHandler(self.flights)),
         )
         for queue, source in (
-            (resources.queue, Source.MAIN),
+            (resources.main_queue, Source.MAIN),
             (resources.quarantine_queue, Source.QUARANTINE),
         ):
             tag = await consume(queue, WorkMessage, self.handler.consumer(source))
@@ -133,16 +133,13 @@ class Worker:
 @asynccontextmanager
 async def running_worker(settings: ServiceSettings, specialist: str) -> AsyncIterator[Worker]:
     """Open resources, consume, and on exit stop gracefully and close everything."""
-    resources = await Resources.open(settings, specialist)
-    try:
+    async with WorkerResources.open(settings, specialist) as resources:
         worker = Worker(resources)
         try:
             await worker.start()  # a start that fails half-way is stopped too (the heartbeat is running)
             yield worker
         finally:
             await worker.stop()
-    finally:
-        await resources.close()
 
 
 async def serve(settings: ServiceSettings, specialist: str) -> None:
