@@ -25,12 +25,12 @@ from taskyard_common.errors import TaskyardError
 from taskyard_common.logging import configure_logging
 from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.metrics import init_llm_labels, init_worker_labels
+from taskyard_worker.context import WorkerContext
 from taskyard_worker.control import ControlHandler
-from taskyard_worker.flights import Flights, Source
+from taskyard_worker.flights import Source
 from taskyard_worker.handler import WorkHandler
 from taskyard_worker.heartbeat import Heartbeat
 from taskyard_worker.resources import StartupError, WorkerResources
-from taskyard_worker.runtime import Agent
 from taskyard_worker.settings import ServiceSettings, get_settings
 
 log = logging.getLogger("taskyard_worker")
@@ -45,29 +45,10 @@ class Worker:
 
     def __init__(self, resources: WorkerResources) -> None:
         self.resources = resources
-        spec = resources.spec
-        settings = resources.settings.worker
-        self.agent = Agent(
-            spec,
-            resources.llm,
-            resources.settings.llm.model,
-            resources.tools,
-            max_tool_output_chars=settings.max_tool_output_chars,
-        )
-        self.flights = Flights()
-        self.handler = WorkHandler(
-            spec,
-            settings,
-            resources.store,
-            self.agent,
-            resources.publisher,
-            resources.topology,
-            resources.owner,
-            self.flights,
-        )
-        self.heartbeat = Heartbeat(
-            resources.store, self.flights, owner=resources.owner, lease_seconds=settings.lease_seconds
-        )
+        self.context = WorkerContext.build(resources)
+        self.flights = self.context.flights
+        self.handler = WorkHandler(self.context)
+        self.heartbeat = Heartbeat(self.context)
         self._heartbeat_task: asyncio.Task[None] | None = None
         # (queue, consumer tag) of the work consumers, cancelled first on stop; the control one last.
         self._work_consumers: list[tuple[AbstractQueue, str]] = []
@@ -85,7 +66,7 @@ class Worker:
         control = resources.control_queue
         self._control_consumer = (
             control,
-            await consume(control, ControlMessage, ControlHandler(self.flights)),
+            await consume(control, ControlMessage, ControlHandler(self.context)),
         )
         for queue, source in (
             (resources.main_queue, Source.MAIN),
@@ -127,7 +108,7 @@ class Worker:
         if self._control_consumer is not None:
             await self._cancel_consumer(*self._control_consumer)
             self._control_consumer = None
-        log.info("worker stopped; deliveries handled: %s", dict(self.handler.outcomes) or "none")
+        log.info("worker stopped; deliveries handled: %s", dict(self.context.outcomes) or "none")
 
 
 @asynccontextmanager

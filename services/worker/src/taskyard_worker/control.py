@@ -13,14 +13,15 @@ import logging
 from aio_pika.abc import AbstractIncomingMessage
 
 from taskyard_common.messages import ControlMessage
-from taskyard_worker.flights import Flights, StopReason
+from taskyard_worker.context import WorkerContext
+from taskyard_worker.flights import StopReason
 
 log = logging.getLogger(__name__)
 
 
 class ControlHandler:
-    def __init__(self, flights: Flights) -> None:
-        self._flights = flights
+    def __init__(self, ctx: WorkerContext) -> None:
+        self._flights = ctx.flights
 
     async def __call__(self, message: ControlMessage, incoming: AbstractIncomingMessage) -> None:
         flight = self._flights.get(message.task_id)

@@ -19,20 +19,17 @@ from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from taskyard_common.amqp import Publisher
-from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import StoreUnavailable, TaskyardError, TransientError
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Usage, WorkMessage
 from taskyard_common.metrics import MESSAGES_QUARANTINED, TASKS_FINISHED
 from taskyard_common.retry import backoff_seconds, publish_delayed
-from taskyard_common.store import StartOutcome, StartResult, TaskStore
+from taskyard_common.store import StartOutcome, StartResult
 from taskyard_common.task_errors import TaskErrorType, task_error
-from taskyard_common.topology import Topology, work_target
+from taskyard_common.topology import work_target
+from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
 from taskyard_worker.outcomes import Outcomes
-from taskyard_worker.runtime import Agent
-from taskyard_worker.settings import WorkerSettings
 from taskyard_worker.starts import StartBatcher
 
 log = logging.getLogger(__name__)
@@ -55,30 +52,20 @@ class WorkHandler:
     """Handles the deliveries of one specialist's main and quarantine queues, and tracks them for the
     heartbeat, cancellation and graceful shutdown."""
 
-    def __init__(
-        self,
-        spec: SpecialistSpec,
-        settings: WorkerSettings,
-        store: TaskStore,
-        agent: Agent,
-        publisher: Publisher,
-        topology: Topology,
-        owner: str,
-        flights: Flights,
-    ) -> None:
-        self.specialist = spec.name
-        self.spec = spec
-        self.owner = owner
-        self._settings = settings
-        self._store = store
-        self._publisher = publisher
-        self._topology = topology
-        self.flights = flights
-        # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
-        self.outcomes: Counter[str] = Counter()
+    def __init__(self, ctx: WorkerContext) -> None:
+        self._ctx = ctx
         self._stopping = asyncio.Event()
-        self._starts = StartBatcher(store, owner=owner, lease_seconds=settings.lease_seconds)
-        self._record = Outcomes(spec, settings, store, agent, publisher, topology, owner, count=self._outcome)
+        self._starts = StartBatcher(ctx.store, owner=ctx.owner, lease_seconds=ctx.settings.lease_seconds)
+        self._record = Outcomes(ctx)
+
+    @property
+    def flights(self) -> Flights:
+        return self._ctx.flights
+
+    @property
+    def outcomes(self) -> Counter[str]:
+        """How deliveries ended since start, by outcome."""
+        return self._ctx.outcomes
 
     def consumer(self, source: Source) -> Callable[[WorkMessage, AbstractIncomingMessage], Awaitable[None]]:
         """The handler for the consume helper of the queue ``source`` names."""
@@ -94,21 +81,21 @@ class WorkHandler:
             self.flights.touch()
         else:
             self.flights.track_delivery(delivery)
-        if message.specialist != self.specialist:
+        if message.specialist != self._ctx.specialist:
             # A routing bug, not a poison message: fail the task visibly instead of running it here.
             error = task_error(
-                TaskErrorType.MISROUTED, f"meant for {message.specialist!r}, not {self.specialist!r}"
+                TaskErrorType.MISROUTED, f"meant for {message.specialist!r}, not {self._ctx.specialist!r}"
             )
-            await self._store.fail(message.task_id, error, Usage())
-            self._outcome("misrouted")
+            await self._ctx.store.fail(message.task_id, error, Usage())
+            self._ctx.count("misrouted")
             return
-        if source is Source.MAIN and incoming.redelivered and self._settings.quarantine:
+        if source is Source.MAIN and incoming.redelivered and self._ctx.settings.quarantine:
             await self._quarantine(message)
             return
         if message.task_id in self.flights:
             # The same task is handled here already. Not dropped: the flight may be about to find its lease
             # lost (then this copy is the one the reaper published); it comes back once a lease could end.
-            await self._defer(message, self._settings.lease_seconds, "it is in flight here already")
+            await self._defer(message, self._ctx.settings.lease_seconds, "it is in flight here already")
             return
         flight = Flight(message, incoming, source)
         self.flights.add(flight)
@@ -129,10 +116,10 @@ class WorkHandler:
         """A redelivery means its channel died with it unacked, maybe killed by it: run it alone, in the
         quarantine queue, where the delivery limit dead-letters a poison message without taking healthy
         ones with it. Publish (confirmed) first, then the helper acks: a crash in between duplicates."""
-        await self._publish(self._topology.quarantine_exchange, message)
-        MESSAGES_QUARANTINED.labels(self.specialist).inc()
+        await self._publish(self._ctx.topology.quarantine_exchange, message)
+        MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
         log.warning("task %s: redelivered; moved to the quarantine queue", message.task_id)
-        self._outcome("quarantined")
+        self._ctx.count("quarantined")
 
     async def _deliver(self, flight: Flight) -> None:
         message = flight.message
@@ -140,7 +127,7 @@ class WorkHandler:
             started = await self._start(flight)
         except StoreUnavailable:
             # Nothing started: send the message round again later rather than count a delivery.
-            spec = self.spec
+            spec = self._ctx.spec
             delay = backoff_seconds(message.attempt, spec.backoff_base_seconds, spec.backoff_max_seconds)
             await self._defer(message, delay, "the store is unavailable")
             return
@@ -157,17 +144,17 @@ class WorkHandler:
         elif outcome is StartOutcome.NOT_ROUTED:
             await self._defer(message, 1, "its routing is not committed yet")
         elif outcome is StartOutcome.EXPIRED:
-            TASKS_FINISHED.labels(self.specialist, TaskStatus.FAILED.value).inc()
+            TASKS_FINISHED.labels(self._ctx.specialist, TaskStatus.FAILED.value).inc()
             log.info("task %s: its deadline passed before it started; failed as expired", message.task_id)
-            self._outcome("expired")
+            self._ctx.count("expired")
         elif outcome is StartOutcome.CANCELLED:
-            TASKS_FINISHED.labels(self.specialist, TaskStatus.CANCELLED.value).inc()
+            TASKS_FINISHED.labels(self._ctx.specialist, TaskStatus.CANCELLED.value).inc()
             log.info("task %s: cancelled before it started", message.task_id)
-            self._outcome("cancelled")
+            self._ctx.count("cancelled")
         else:
             # FINISHED (a redelivery after a lost ack, a duplicate) or UNKNOWN: ack, run nothing.
             log.info("task %s: %s; acknowledging without running", message.task_id, outcome)
-            self._outcome("duplicate" if outcome is StartOutcome.FINISHED else "unknown")
+            self._ctx.count("duplicate" if outcome is StartOutcome.FINISHED else "unknown")
 
     async def _start(self, flight: Flight) -> StartResult | None:
         message = flight.message
@@ -184,39 +171,40 @@ class WorkHandler:
             # timeout) the message is deferred like one from the main queue.
             if waiting_since is None:
                 log.info("task %s: leased by another worker; waiting in quarantine", message.task_id)
-                self._outcome("waited_for_lease")
+                self._ctx.count("waited_for_lease")
                 waiting_since = loop.time()
-            elif loop.time() - waiting_since > self._settings.settle_after_seconds:
+            elif loop.time() - waiting_since > self._ctx.settings.settle_after_seconds:
                 return result
             wait = min(result.lease_remaining_seconds + 0.05, LEASE_POLL_SECONDS)
             try:
                 await asyncio.wait_for(self._stopping.wait(), wait)
             except TimeoutError:
                 continue
-            await self._publish(self._topology.quarantine_exchange, message)
-            self._outcome("handed_back")
+            await self._publish(self._ctx.topology.quarantine_exchange, message)
+            self._ctx.count("handed_back")
             return None
 
     async def _defer(self, message: WorkMessage, delay_seconds: float, why: str) -> None:
         """Send the same message (same attempt: not charged) through a delay tier, then ack."""
         try:
             tier = await publish_delayed(
-                self._publisher, self._topology, work_target(self.specialist), message, delay_seconds
+                self._ctx.publisher,
+                self._ctx.topology,
+                work_target(self._ctx.specialist),
+                message,
+                delay_seconds,
             )
         except TaskyardError as exc:
             raise TransientError(f"could not defer task {message.task_id}: {exc}") from exc
         log.info("task %s: %s; trying again in %ds", message.task_id, why, tier)
-        self._outcome("deferred")
+        self._ctx.count("deferred")
 
     async def _publish(self, exchange: str, message: WorkMessage) -> None:
         try:
-            await self._publisher.publish(exchange, self.specialist, message)
+            await self._ctx.publisher.publish(exchange, self._ctx.specialist, message)
         except TaskyardError as exc:
             # Even "unroutable" is worth another delivery here, not a dead letter: the message is fine.
             raise TransientError(f"could not move task {message.task_id}: {exc}") from exc
-
-    def _outcome(self, outcome: str) -> None:
-        self.outcomes[outcome] += 1
 
     async def drain(self, grace_seconds: float) -> int:
         """Wait up to ``grace_seconds`` for the deliveries in flight; then stop the rest and hand them back

@@ -12,18 +12,18 @@ import asyncio
 import logging
 
 from taskyard_common.errors import StoreUnavailable
-from taskyard_common.store import TaskStore
-from taskyard_worker.flights import Flights, StopReason
+from taskyard_worker.context import WorkerContext
+from taskyard_worker.flights import StopReason
 
 log = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    def __init__(self, store: TaskStore, flights: Flights, *, owner: str, lease_seconds: float) -> None:
-        self._store = store
-        self._flights = flights
-        self._owner = owner
-        self._lease_seconds = lease_seconds
+    def __init__(self, ctx: WorkerContext) -> None:
+        self._store = ctx.store
+        self._flights = ctx.flights
+        self._owner = ctx.owner
+        self._lease_seconds = ctx.settings.lease_seconds
 
     @property
     def interval(self) -> float:
