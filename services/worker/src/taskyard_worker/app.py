@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
@@ -49,7 +48,6 @@ class Worker:
         self.flights = self.context.flights
         self.handler = WorkHandler(self.context)
         self.heartbeat = Heartbeat(self.context)
-        self._heartbeat_task: asyncio.Task[None] | None = None
         # (queue, consumer tag) of the work consumers, cancelled first on stop; the control one last.
         self._work_consumers: list[tuple[AbstractQueue, str]] = []
         self._control_consumer: tuple[AbstractQueue, str] | None = None
@@ -62,7 +60,7 @@ class Worker:
         resources = self.resources
         init_worker_labels(resources.spec.name)
         init_llm_labels(resources.spec.model or resources.settings.llm.model)
-        self._heartbeat_task = asyncio.create_task(self.heartbeat.run())
+        self.heartbeat.start()
         control = resources.control_queue
         self._control_consumer = (
             control,
@@ -100,11 +98,7 @@ class Worker:
         if handed_back:
             log.warning("grace period over: stopped %d deliveries and handed their tasks back", handed_back)
         # The heartbeat runs until the end: the tasks being handed back still hold their leases.
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat_task
-            self._heartbeat_task = None
+        await self.heartbeat.stop()
         if self._control_consumer is not None:
             await self._cancel_consumer(*self._control_consumer)
             self._control_consumer = None

@@ -8,10 +8,9 @@ control message, which normally cancels within a moment.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from taskyard_common.errors import StoreUnavailable
+from taskyard_common.periodic import PeriodicTask
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import StopReason
 
@@ -24,22 +23,15 @@ class Heartbeat:
         self._flights = ctx.flights
         self._owner = ctx.owner
         self._lease_seconds = ctx.settings.lease_seconds
+        # A failed beat (the store away) is logged by the loop and the next one runs on schedule: a lease
+        # lasts three intervals, and one that ran out meanwhile is reported lost by the first beat through.
+        self._loop = PeriodicTask("heartbeat", self._lease_seconds / 3, self.beat, logger=log)
 
-    @property
-    def interval(self) -> float:
-        return self._lease_seconds / 3
+    def start(self) -> None:
+        self._loop.start()
 
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.beat()
-            except StoreUnavailable as exc:
-                # Keep running: the leases last three intervals, and a lease that runs out is reported as
-                # lost by the first beat that gets through.
-                log.warning("heartbeat failed: %s", exc)
-            except Exception:
-                log.exception("heartbeat failed")
+    async def stop(self) -> None:
+        await self._loop.stop()
 
     async def beat(self) -> None:
         ids = self._flights.leased_ids()
