@@ -11,31 +11,26 @@ import argparse
 import asyncio
 import logging
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiormq
 from aio_pika.abc import AbstractQueue
-from pydantic import ValidationError
 
 from taskyard_common.amqp import consume
-from taskyard_common.errors import TaskyardError
-from taskyard_common.logging import configure_logging
 from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.metrics import init_llm_labels, init_worker_labels
+from taskyard_common.service import run_service
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.control import ControlHandler
 from taskyard_worker.flights import Source
 from taskyard_worker.handler import WorkHandler
 from taskyard_worker.heartbeat import Heartbeat
-from taskyard_worker.resources import StartupError, WorkerResources
+from taskyard_worker.resources import WorkerResources
 from taskyard_worker.settings import ServiceSettings, get_settings
 
 log = logging.getLogger("taskyard_worker")
 
-EXIT_CONFIG = 2
-EXIT_UNAVAILABLE = 1
 CANCEL_TIMEOUT_SECONDS = 5.0
 
 
@@ -168,26 +163,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    try:
+
+    def load_settings() -> ServiceSettings:
         settings = get_settings()
-    except ValidationError as exc:
-        print(f"taskyard-worker: invalid configuration:\n{exc}", file=sys.stderr)
-        sys.exit(EXIT_CONFIG)
-    if args.exit_when_idle is not None:
+        if args.exit_when_idle is None:
+            return settings
         worker = settings.worker.model_copy(update={"exit_when_idle_seconds": args.exit_when_idle})
-        settings = settings.model_copy(update={"worker": worker})
-    configure_logging(settings.log, f"taskyard-worker[{args.specialist}]")
-    try:
-        asyncio.run(serve(settings, args.specialist))
-    except StartupError as exc:
-        log.error("cannot start: %s", exc)
-        sys.exit(EXIT_CONFIG)
-    except TaskyardError as exc:
-        # The broker or the database is unreachable, or the topology conflicts: exit and let the
-        # orchestrator restart the process (with back-off).
-        log.error("cannot run: %s: %s", type(exc).__name__, exc)
-        sys.exit(EXIT_UNAVAILABLE)
-    log.info("exited cleanly")
+        return settings.model_copy(update={"worker": worker})
+
+    run_service(
+        f"taskyard-worker[{args.specialist}]",
+        load_settings=load_settings,
+        log_settings=lambda settings: settings.log,
+        run=lambda settings: asyncio.run(serve(settings, args.specialist)),
+    )
 
 
 if __name__ == "__main__":

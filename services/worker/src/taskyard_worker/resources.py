@@ -22,6 +22,7 @@ from taskyard_common.amqp import Publisher, connect
 from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_catalog
 from taskyard_common.health import HealthServer
 from taskyard_common.llm import ClientPool
+from taskyard_common.service import ConfigurationError
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.topology import Topology, declare, work_queue_arguments
 from taskyard_worker.settings import ServiceSettings
@@ -31,8 +32,8 @@ from taskyard_worker.tools.registry import check_tool_names
 log = logging.getLogger(__name__)
 
 
-class StartupError(Exception):
-    """The worker is misconfigured (catalog, specialist name, tools): retrying cannot help."""
+class StartupError(ConfigurationError):
+    """The worker is misconfigured (catalog, specialist name, tools): retrying cannot help (exit 2)."""
 
 
 def load_spec(settings: ServiceSettings, specialist: str) -> tuple[Catalog, SpecialistSpec]:
