@@ -30,7 +30,7 @@ from taskyard_common.topology import work_target
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
 from taskyard_worker.outcomes import Outcomes
-from taskyard_worker.starts import StartBatcher
+from taskyard_worker.start_batch import StartBatcher
 
 log = logging.getLogger(__name__)
 

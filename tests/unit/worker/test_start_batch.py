@@ -8,7 +8,7 @@ from typing import Any
 
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.store import StartOutcome, StartResult
-from taskyard_worker.starts import MAX_BATCH, StartBatcher
+from taskyard_worker.start_batch import MAX_BATCH, StartBatcher
 
 
 class FakeStore:
