@@ -5,8 +5,8 @@ the confirmed publish of the next attempt's message): a crash at any point befor
 and the broker delivers it again. Redelivery is harmless because every store transition is conditional: a
 finished task is not started again, and a task leased by a live worker is not started twice.
 
-What happens before a run (quarantine, the start outcomes, deferrals) lives here; how a run ends is
-recorded by ``Outcomes`` (outcomes.py).
+What happens before a run (quarantine, deferrals, the start) is carried out here, as ``decide_start``
+(starts.py) decides it; how a run ends is recorded by ``Outcomes`` (outcomes.py).
 """
 
 from __future__ import annotations
@@ -15,27 +15,33 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, assert_never
 
 from aio_pika.abc import AbstractIncomingMessage
 
 from taskyard_common.errors import StoreUnavailable, TaskyardError, TransientError
-from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Usage, WorkMessage
 from taskyard_common.metrics import MESSAGES_QUARANTINED, TASKS_FINISHED
-from taskyard_common.retry import backoff_seconds, publish_delayed
-from taskyard_common.store import StartOutcome, StartResult
+from taskyard_common.retry import publish_delayed
 from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import work_target
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
 from taskyard_worker.outcomes import Outcomes
 from taskyard_worker.start_batch import StartBatcher
+from taskyard_worker.starts import (
+    Defer,
+    Finish,
+    HandBack,
+    Run,
+    StartAction,
+    WaitForLease,
+    decide_start,
+    defer_while_store_unavailable,
+)
 
 log = logging.getLogger(__name__)
 
-# A quarantined message whose task another worker holds waits in place, polling the store this often.
-LEASE_POLL_SECONDS = 1.0
 # After the grace period, how long the handed-back deliveries get to publish, release and ack.
 HAND_BACK_SECONDS = 10.0
 
@@ -122,67 +128,56 @@ class WorkHandler:
         self._ctx.count("quarantined")
 
     async def _deliver(self, flight: Flight) -> None:
-        message = flight.message
         try:
-            started = await self._start(flight)
+            action = await self._start(flight)
         except StoreUnavailable:
-            # Nothing started: send the message round again later rather than count a delivery.
-            spec = self._ctx.spec
-            delay = backoff_seconds(message.attempt, spec.backoff_base_seconds, spec.backoff_max_seconds)
-            await self._defer(message, delay, "the store is unavailable")
-            return
-        if started is None:
-            return  # handed back while waiting for another worker's lease
-        outcome = started.outcome
-        if outcome is StartOutcome.STARTED:
-            assert started.record is not None
-            flight.leased = True
-            await self._record.run(flight, started.record)
-        elif outcome is StartOutcome.LEASED:
-            # Another worker runs it: come back once its lease may have run out. Not charged.
-            await self._defer(message, started.lease_remaining_seconds + 1, "another worker holds its lease")
-        elif outcome is StartOutcome.NOT_ROUTED:
-            await self._defer(message, 1, "its routing is not committed yet")
-        elif outcome is StartOutcome.EXPIRED:
-            TASKS_FINISHED.labels(self._ctx.specialist, TaskStatus.FAILED.value).inc()
-            log.info("task %s: its deadline passed before it started; failed as expired", message.task_id)
-            self._ctx.count("expired")
-        elif outcome is StartOutcome.CANCELLED:
-            TASKS_FINISHED.labels(self._ctx.specialist, TaskStatus.CANCELLED.value).inc()
-            log.info("task %s: cancelled before it started", message.task_id)
-            self._ctx.count("cancelled")
-        else:
-            # FINISHED (a redelivery after a lost ack, a duplicate) or UNKNOWN: ack, run nothing.
-            log.info("task %s: %s; acknowledging without running", message.task_id, outcome)
-            self._ctx.count("duplicate" if outcome is StartOutcome.FINISHED else "unknown")
+            action = defer_while_store_unavailable(flight.message.attempt, self._ctx.spec)
+        await self._carry_out(flight, action)
 
-    async def _start(self, flight: Flight) -> StartResult | None:
+    async def _start(self, flight: Flight) -> StartAction:
+        """Ask the store to start the task, and again while the decision is to wait for a lease."""
         message = flight.message
         loop = asyncio.get_running_loop()
         waiting_since: float | None = None
+        result = await self._starts.start(message.task_id, message.attempt)
         while True:
-            result = await self._starts.start(message.task_id, message.attempt)
-            if result.outcome is not StartOutcome.LEASED or flight.source is not Source.QUARANTINE:
-                return result
-            # In quarantine, a message whose task is leased waits here instead of going round again: only
-            # this prefetch-1 consumer waits, and the broker keeps counting its deliveries (a poison message
-            # that keeps killing workers must reach the delivery limit). A holder that keeps its lease that
-            # long is alive and well, though: past settle_after_seconds (and before the broker's consumer
-            # timeout) the message is deferred like one from the main queue.
+            decision = decide_start(
+                result,
+                flight.source,
+                settle_after_seconds=self._ctx.settings.settle_after_seconds,
+                waited_seconds=None if waiting_since is None else loop.time() - waiting_since,
+                stopping=self._stopping.is_set(),
+            )
+            if not isinstance(decision, WaitForLease):
+                return decision
             if waiting_since is None:
                 log.info("task %s: leased by another worker; waiting in quarantine", message.task_id)
                 self._ctx.count("waited_for_lease")
                 waiting_since = loop.time()
-            elif loop.time() - waiting_since > self._ctx.settings.settle_after_seconds:
-                return result
-            wait = min(result.lease_remaining_seconds + 0.05, LEASE_POLL_SECONDS)
             try:
-                await asyncio.wait_for(self._stopping.wait(), wait)
+                await asyncio.wait_for(self._stopping.wait(), decision.poll_seconds)
             except TimeoutError:
-                continue
-            await self._publish(self._ctx.topology.quarantine_exchange, message)
-            self._ctx.count("handed_back")
-            return None
+                result = await self._starts.start(message.task_id, message.attempt)
+            # Stopping: decided again on the same answer, which hands the message back.
+
+    async def _carry_out(self, flight: Flight, action: StartAction) -> None:
+        message = flight.message
+        match action:
+            case Run(record=record):
+                flight.leased = True
+                await self._record.run(flight, record)
+            case Defer(delay_seconds=delay, reason=reason):
+                await self._defer(message, delay, reason)
+            case Finish(outcome=outcome, status=status, note=note):
+                if status is not None:
+                    TASKS_FINISHED.labels(self._ctx.specialist, status.value).inc()
+                log.info("task %s: %s", message.task_id, note)
+                self._ctx.count(outcome)
+            case HandBack():
+                await self._publish(self._ctx.topology.quarantine_exchange, message)
+                self._ctx.count("handed_back")
+            case _:
+                assert_never(action)
 
     async def _defer(self, message: WorkMessage, delay_seconds: float, why: str) -> None:
         """Send the same message (same attempt: not charged) through a delay tier, then ack."""
