@@ -121,7 +121,7 @@ async def serve(settings: ServiceSettings, specialist: str) -> None:
     idle_limit = settings.worker.exit_when_idle_seconds
     try:
         async with running_worker(settings, specialist) as worker:
-            waits = {asyncio.create_task(stop.wait(), name="stop-signal")}
+            waits: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait(), name="stop-signal")}
             if idle_limit is not None:
                 waits.add(asyncio.create_task(worker.flights.until_idle(idle_limit), name="idle"))
             try:
