@@ -66,8 +66,8 @@ def worker_owner() -> str:
 async def warn_on_broker_cancel(channel: AbstractRobustChannel, what: str) -> None:
     """Log when the broker cancels a consumer of ``channel`` (its queue was deleted, a node went away).
 
-    The broker says so with ``basic.cancel``; the consumer simply stops receiving (older aiormq versions did
-    not even log it). aio-pika's robust channel re-declares the queue and consumes again; this line says
+    The broker says so with ``basic.cancel``; the consumer simply stops receiving, and aiormq tells the
+    application nothing. aio-pika's robust channel re-declares the queue and consumes again; this line says
     which queue it was. Re-attached whenever the channel reopens: a reconnection brings a new underlying
     channel.
     """

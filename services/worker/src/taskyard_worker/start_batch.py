@@ -1,8 +1,8 @@
 """Starting tasks in batches: the deliveries that arrive together take their leases in one statement.
 
 A worker gets its deliveries in bursts (a full prefetch when it starts, a wave of new tasks as a wave ends):
-one ``start`` per delivery costs a database round trip each, and at hundreds in flight those round trips
-are most of the store's share of a task. Each ``start`` waits one turn of the event loop for the others of
+one ``start`` per delivery would cost a database round trip each, where one statement can start the whole
+burst. Each ``start`` waits one turn of the event loop for the others of
 its burst, then ``store.start_many`` starts all of them together. A task that statement does not start (a
 duplicate, cancelled, past its deadline, leased elsewhere, locked by another transaction) takes
 ``store.start``'s own path, which tells why; so every outcome is the one ``store.start`` alone would give.
