@@ -1,4 +1,4 @@
-"""What the parts of a worker share: the work handler, the outcome recorder, the heartbeat and the control
+"""What the parts of a worker share: the work handler, the attempt runner, the heartbeat and the control
 consumer each take this one typed context instead of the same seven loose constructor arguments."""
 
 from __future__ import annotations

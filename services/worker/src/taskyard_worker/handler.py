@@ -6,7 +6,7 @@ and the broker delivers it again. Redelivery is harmless because every store tra
 finished task is not started again, and a task leased by a live worker is not started twice.
 
 What happens before a run (quarantine, deferrals, the start) is carried out here, as ``decide_start``
-(starts.py) decides it; how a run ends is recorded by ``Outcomes`` (outcomes.py).
+(starts.py) decides it; how a run ends is recorded by ``AttemptRunner`` (attempts.py).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from taskyard_common.metrics import MESSAGES_QUARANTINED, TASKS_FINISHED
 from taskyard_common.retry import publish_delayed
 from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import work_target
+from taskyard_worker.attempts import AttemptRunner
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
-from taskyard_worker.outcomes import Outcomes
 from taskyard_worker.start_batch import StartBatcher
 from taskyard_worker.starts import (
     Defer,
@@ -62,7 +62,7 @@ class WorkHandler:
         self._ctx = ctx
         self._stopping = asyncio.Event()
         self._starts = StartBatcher(ctx.store, owner=ctx.owner, lease_seconds=ctx.settings.lease_seconds)
-        self._record = Outcomes(ctx)
+        self._attempts = AttemptRunner(ctx)
 
     @property
     def flights(self) -> Flights:
@@ -165,7 +165,7 @@ class WorkHandler:
         match action:
             case Run(record=record):
                 flight.leased = True
-                await self._record.run(flight, record)
+                await self._attempts.run(flight, record)
             case Defer(delay_seconds=delay, reason=reason):
                 await self._defer(message, delay, reason)
             case Finish(outcome=outcome, status=status, note=note):

@@ -67,7 +67,9 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
-class Outcomes:
+class AttemptRunner:
+    """Runs the attempt of a task this worker started and records how it ended."""
+
     def __init__(self, ctx: WorkerContext) -> None:
         self._ctx = ctx
 
