@@ -73,7 +73,7 @@ async def crash(worker: Worker) -> None:
     broker requeues them as redelivered), and the work in flight dies with it: nothing is recorded, nothing
     handed back, the leases are left to run out."""
     await worker.resources.connection.close()
-    for task in worker.handler.in_flight():
+    for task in worker.flights.in_flight():
         task.cancel()
 
 

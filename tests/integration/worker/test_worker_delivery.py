@@ -73,7 +73,7 @@ async def test_a_long_task_is_acked_early_and_still_completes_once(
         await wait_outcome(worker, "settled_early")
         assert (await harness.store.get(message.task_id)).status is TaskStatus.RUNNING  # type: ignore[union-attr]
         # Proof of the ack: the consuming channel goes away, and nothing comes back to the queue.
-        await worker.resources.channel.close()
+        await worker.resources.main_channel.close()
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
         await wait_outcome(worker, "completed")
     assert record.result is not None and record.result["output"] == "slow answer"

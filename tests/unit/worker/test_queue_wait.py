@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage, WorkMessage
 from taskyard_common.store import TaskRecord
-from taskyard_worker.outcomes import queue_wait_seconds
+from taskyard_worker.attempts import queue_wait_seconds
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 DECISION = RoutingDecision(method=RoutingMethod.EXPLICIT, specialist="general", reason="r", confidence=1)

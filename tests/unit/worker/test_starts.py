@@ -1,65 +1,134 @@
-"""The start batcher: one statement per burst of deliveries, the single path for the rest, errors to all."""
+"""The start decisions: what a delivery does with each answer of the store, from either queue."""
 
 from __future__ import annotations
 
-import asyncio
+import random
 import uuid
-from typing import Any
+from datetime import UTC, datetime
 
-from taskyard_common.errors import StoreUnavailable
-from taskyard_common.store import StartOutcome, StartResult
-from taskyard_worker.starts import MAX_BATCH, StartBatcher
+import pytest
 
+from taskyard_common.catalog import SpecialistSpec
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
+from taskyard_common.store import StartOutcome, StartResult, TaskRecord
+from taskyard_worker.flights import Source
+from taskyard_worker.starts import (
+    LEASE_POLL_SECONDS,
+    Defer,
+    Finish,
+    HandBack,
+    Run,
+    StartDecision,
+    WaitForLease,
+    decide_start,
+    defer_while_store_unavailable,
+)
 
-class FakeStore:
-    def __init__(self, *, startable: set[uuid.UUID] | None = None, fail: bool = False) -> None:
-        self.startable = startable
-        self.fail = fail
-        self.batches: list[dict[uuid.UUID, int]] = []
-        self.singles: list[uuid.UUID] = []
-
-    async def start_many(self, attempts: dict[uuid.UUID, int], *, owner: str, lease_seconds: float) -> Any:
-        self.batches.append(dict(attempts))
-        await asyncio.sleep(0)
-        if self.fail:
-            raise StoreUnavailable("database unavailable: OSError")
-        return {t: f"record {t}" for t in attempts if self.startable is None or t in self.startable}
-
-    async def start(
-        self, task_id: uuid.UUID, *, owner: str, lease_seconds: float, attempt: int
-    ) -> StartResult:
-        self.singles.append(task_id)
-        return StartResult(StartOutcome.FINISHED)
+T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+SETTLE_AFTER = 600.0
 
 
-async def test_a_burst_starts_in_one_statement_and_the_rest_take_the_single_path() -> None:
-    ids = [uuid.uuid4() for _ in range(5)]
-    store = FakeStore(startable=set(ids[:3]))
-    batcher = StartBatcher(store, owner="w", lease_seconds=30)  # type: ignore[arg-type]
-    results = await asyncio.gather(*(batcher.start(t, attempt=2) for t in ids))
-    assert store.batches == [dict.fromkeys(ids, 2)]
-    assert [r.outcome for r in results] == [StartOutcome.STARTED] * 3 + [StartOutcome.FINISHED] * 2
-    assert results[0].record == f"record {ids[0]}"
-    assert store.singles == ids[3:]
+def task_record() -> TaskRecord:
+    decision = RoutingDecision(method=RoutingMethod.EXPLICIT, specialist="general", reason="r", confidence=1)
+    return TaskRecord(
+        id=uuid.uuid4(), status=TaskStatus.RUNNING, input="x", metadata={}, requested_specialist=None,
+        specialist="general", routing=decision, attempts=1, result=None, error=None, usage=Usage(),
+        created_at=T0, published_at=T0, routed_at=T0, started_at=T0, finished_at=None, updated_at=T0,
+    )  # fmt: skip
 
 
-async def test_a_full_batch_goes_at_once_and_every_start_is_answered() -> None:
-    ids = [uuid.uuid4() for _ in range(MAX_BATCH + 50)]
-    store = FakeStore()
-    batcher = StartBatcher(store, owner="w", lease_seconds=30)  # type: ignore[arg-type]
-    results = await asyncio.gather(*(batcher.start(t, attempt=1) for t in ids))
-    assert all(r.outcome is StartOutcome.STARTED for r in results)
-    assert sorted(len(b) for b in store.batches) == [50, MAX_BATCH]
+RECORD = task_record()
+RESULTS = {
+    StartOutcome.STARTED: StartResult(StartOutcome.STARTED, RECORD),
+    StartOutcome.FINISHED: StartResult(StartOutcome.FINISHED),
+    StartOutcome.LEASED: StartResult(StartOutcome.LEASED, lease_remaining_seconds=12.5),
+    StartOutcome.EXPIRED: StartResult(StartOutcome.EXPIRED),
+    StartOutcome.CANCELLED: StartResult(StartOutcome.CANCELLED),
+    StartOutcome.NOT_ROUTED: StartResult(StartOutcome.NOT_ROUTED),
+    StartOutcome.UNKNOWN: StartResult(StartOutcome.UNKNOWN),
+}
+FINISH_EXPIRED = Finish(
+    "expired", TaskStatus.FAILED, "its deadline passed before it started; failed as expired"
+)
+FINISH_CANCELLED = Finish("cancelled", TaskStatus.CANCELLED, "cancelled before it started")
+FINISH_DUPLICATE = Finish("duplicate", None, "finished; acknowledging without running")
+FINISH_UNKNOWN = Finish("unknown", None, "unknown; acknowledging without running")
+# The first answer to a delivery, from each queue, the worker running normally.
+EXPECTED: dict[tuple[StartOutcome, Source], StartDecision] = {
+    (StartOutcome.STARTED, Source.MAIN): Run(RECORD),
+    (StartOutcome.STARTED, Source.QUARANTINE): Run(RECORD),
+    (StartOutcome.FINISHED, Source.MAIN): FINISH_DUPLICATE,
+    (StartOutcome.FINISHED, Source.QUARANTINE): FINISH_DUPLICATE,
+    (StartOutcome.LEASED, Source.MAIN): Defer(13.5, "another worker holds its lease"),
+    (StartOutcome.LEASED, Source.QUARANTINE): WaitForLease(LEASE_POLL_SECONDS),
+    (StartOutcome.EXPIRED, Source.MAIN): FINISH_EXPIRED,
+    (StartOutcome.EXPIRED, Source.QUARANTINE): FINISH_EXPIRED,
+    (StartOutcome.CANCELLED, Source.MAIN): FINISH_CANCELLED,
+    (StartOutcome.CANCELLED, Source.QUARANTINE): FINISH_CANCELLED,
+    (StartOutcome.NOT_ROUTED, Source.MAIN): Defer(1, "its routing is not committed yet"),
+    (StartOutcome.NOT_ROUTED, Source.QUARANTINE): Defer(1, "its routing is not committed yet"),
+    (StartOutcome.UNKNOWN, Source.MAIN): FINISH_UNKNOWN,
+    (StartOutcome.UNKNOWN, Source.QUARANTINE): FINISH_UNKNOWN,
+}
 
 
-async def test_a_store_failure_reaches_every_start_of_the_batch() -> None:
-    store = FakeStore(fail=True)
-    batcher = StartBatcher(store, owner="w", lease_seconds=30)  # type: ignore[arg-type]
-    results = await asyncio.gather(
-        *(batcher.start(uuid.uuid4(), attempt=1) for _ in range(3)), return_exceptions=True
+def test_every_outcome_and_source_is_covered() -> None:
+    assert set(EXPECTED) == {(outcome, source) for outcome in StartOutcome for source in Source}
+
+
+@pytest.mark.parametrize(("outcome", "source"), list(EXPECTED), ids=lambda v: str(v))
+def test_the_first_answer(outcome: StartOutcome, source: Source) -> None:
+    decision = decide_start(RESULTS[outcome], source, settle_after_seconds=SETTLE_AFTER)
+    assert decision == EXPECTED[outcome, source]
+
+
+@pytest.mark.parametrize(("outcome", "source"), list(EXPECTED), ids=lambda v: str(v))
+def test_stopping_changes_only_a_wait_in_quarantine_into_a_hand_back(
+    outcome: StartOutcome, source: Source
+) -> None:
+    decision = decide_start(RESULTS[outcome], source, settle_after_seconds=SETTLE_AFTER, stopping=True)
+    expected = EXPECTED[outcome, source]
+    assert decision == (HandBack() if isinstance(expected, WaitForLease) else expected)
+
+
+def test_a_lease_about_to_run_out_is_polled_just_after_it_ends() -> None:
+    result = StartResult(StartOutcome.LEASED, lease_remaining_seconds=0.2)
+    decision = decide_start(result, Source.QUARANTINE, settle_after_seconds=SETTLE_AFTER, waited_seconds=3)
+    assert decision == WaitForLease(pytest.approx(0.25))
+
+
+def test_a_quarantined_message_keeps_waiting_until_settle_after() -> None:
+    result = RESULTS[StartOutcome.LEASED]
+    waiting = decide_start(result, Source.QUARANTINE, settle_after_seconds=60, waited_seconds=60)
+    assert isinstance(waiting, WaitForLease)
+    # A holder that keeps its lease that long is alive: go round the delay queues like the main queue does.
+    done_waiting = decide_start(result, Source.QUARANTINE, settle_after_seconds=60, waited_seconds=60.5)
+    assert done_waiting == Defer(13.5, "another worker holds its lease")
+    stopping = decide_start(
+        result, Source.QUARANTINE, settle_after_seconds=60, waited_seconds=60.5, stopping=True
     )
-    assert all(isinstance(r, StoreUnavailable) for r in results)
-    # The next burst is a new batch.
-    store.fail = False
-    assert (await batcher.start(uuid.uuid4(), attempt=1)).outcome is StartOutcome.STARTED
-    assert len(store.batches) == 2
+    assert stopping == done_waiting
+
+
+def test_the_main_queue_never_waits_for_a_lease() -> None:
+    result = RESULTS[StartOutcome.LEASED]
+    for waited in (None, 0.0, 1000.0):
+        decision = decide_start(result, Source.MAIN, settle_after_seconds=60, waited_seconds=waited)
+        assert isinstance(decision, Defer)
+
+
+def test_started_without_a_record_is_refused() -> None:
+    with pytest.raises(ValueError, match="without returning its record"):
+        decide_start(StartResult(StartOutcome.STARTED), Source.MAIN, settle_after_seconds=SETTLE_AFTER)
+
+
+def test_an_unavailable_store_defers_by_the_specialists_backoff() -> None:
+    spec = SpecialistSpec(
+        name="general", description="d", instructions="i", backoff_base_seconds=2, backoff_max_seconds=10
+    )
+    delays = [
+        defer_while_store_unavailable(attempt, spec, random.Random(7)).delay_seconds for attempt in (1, 3, 9)
+    ]
+    assert 1 <= delays[0] <= 2 and 4 <= delays[1] <= 8 and 5 <= delays[2] <= 10
+    assert defer_while_store_unavailable(1, spec).reason == "the store is unavailable"

@@ -9,62 +9,40 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiormq
 from aio_pika.abc import AbstractQueue
-from pydantic import ValidationError
 
 from taskyard_common.amqp import consume
-from taskyard_common.errors import TaskyardError
-from taskyard_common.logging import configure_logging
 from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.metrics import init_llm_labels, init_worker_labels
+from taskyard_common.service import run_service
+from taskyard_worker.context import WorkerContext
 from taskyard_worker.control import ControlHandler
 from taskyard_worker.flights import Source
 from taskyard_worker.handler import WorkHandler
 from taskyard_worker.heartbeat import Heartbeat
-from taskyard_worker.resources import Resources, StartupError
-from taskyard_worker.runtime import Agent
+from taskyard_worker.resources import WorkerResources
 from taskyard_worker.settings import ServiceSettings, get_settings
 
 log = logging.getLogger("taskyard_worker")
 
-EXIT_CONFIG = 2
-EXIT_UNAVAILABLE = 1
 CANCEL_TIMEOUT_SECONDS = 5.0
 
 
 class Worker:
-    """The consumers of one specialist's queues (main, quarantine, control) over opened ``Resources``."""
+    """The consumers of one specialist's queues (main, quarantine, control) over opened ``WorkerResources``."""
 
-    def __init__(self, resources: Resources) -> None:
+    def __init__(self, resources: WorkerResources) -> None:
         self.resources = resources
-        spec = resources.spec
-        settings = resources.settings.worker
-        self.agent = Agent(
-            spec,
-            resources.llm,
-            resources.settings.llm.model,
-            resources.tools,
-            max_tool_output_chars=settings.max_tool_output_chars,
-        )
-        self.handler = WorkHandler(
-            spec,
-            settings,
-            resources.store,
-            self.agent,
-            resources.publisher,
-            resources.topology,
-            resources.owner,
-        )
-        self.heartbeat = Heartbeat(resources.store, self.handler, settings.lease_seconds)
-        self._heartbeat_task: asyncio.Task[None] | None = None
+        self.context = WorkerContext.build(resources)
+        self.flights = self.context.flights
+        self.handler = WorkHandler(self.context)
+        self.heartbeat = Heartbeat(self.context)
         # (queue, consumer tag) of the work consumers, cancelled first on stop; the control one last.
         self._work_consumers: list[tuple[AbstractQueue, str]] = []
         self._control_consumer: tuple[AbstractQueue, str] | None = None
@@ -77,14 +55,14 @@ class Worker:
         resources = self.resources
         init_worker_labels(resources.spec.name)
         init_llm_labels(resources.spec.model or resources.settings.llm.model)
-        self._heartbeat_task = asyncio.create_task(self.heartbeat.run())
+        self.heartbeat.start()
         control = resources.control_queue
         self._control_consumer = (
             control,
-            await consume(control, ControlMessage, ControlHandler(self.handler)),
+            await consume(control, ControlMessage, ControlHandler(self.context)),
         )
         for queue, source in (
-            (resources.queue, Source.MAIN),
+            (resources.main_queue, Source.MAIN),
             (resources.quarantine_queue, Source.QUARANTINE),
         ):
             tag = await consume(queue, WorkMessage, self.handler.consumer(source))
@@ -109,36 +87,29 @@ class Worker:
         for queue, tag in consumers:
             await self._cancel_consumer(queue, tag)
         grace = self.resources.settings.worker.shutdown_grace_seconds
-        if self.handler.flights:
-            log.info("waiting up to %gs for %d tasks in flight", grace, len(self.handler.flights))
+        if self.flights:
+            log.info("waiting up to %gs for %d tasks in flight", grace, len(self.flights))
         handed_back = await self.handler.drain(grace)
         if handed_back:
             log.warning("grace period over: stopped %d deliveries and handed their tasks back", handed_back)
         # The heartbeat runs until the end: the tasks being handed back still hold their leases.
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat_task
-            self._heartbeat_task = None
+        await self.heartbeat.stop()
         if self._control_consumer is not None:
             await self._cancel_consumer(*self._control_consumer)
             self._control_consumer = None
-        log.info("worker stopped; deliveries handled: %s", dict(self.handler.outcomes) or "none")
+        log.info("worker stopped; deliveries handled: %s", dict(self.context.outcomes) or "none")
 
 
 @asynccontextmanager
 async def running_worker(settings: ServiceSettings, specialist: str) -> AsyncIterator[Worker]:
     """Open resources, consume, and on exit stop gracefully and close everything."""
-    resources = await Resources.open(settings, specialist)
-    try:
+    async with WorkerResources.open(settings, specialist) as resources:
         worker = Worker(resources)
         try:
             await worker.start()  # a start that fails half-way is stopped too (the heartbeat is running)
             yield worker
         finally:
             await worker.stop()
-    finally:
-        await resources.close()
 
 
 async def serve(settings: ServiceSettings, specialist: str) -> None:
@@ -150,9 +121,9 @@ async def serve(settings: ServiceSettings, specialist: str) -> None:
     idle_limit = settings.worker.exit_when_idle_seconds
     try:
         async with running_worker(settings, specialist) as worker:
-            waits = {asyncio.create_task(stop.wait(), name="stop-signal")}
+            waits: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait(), name="stop-signal")}
             if idle_limit is not None:
-                waits.add(asyncio.create_task(worker.handler.until_idle(idle_limit), name="idle"))
+                waits.add(asyncio.create_task(worker.flights.until_idle(idle_limit), name="idle"))
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -192,26 +163,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    try:
+
+    def load_settings() -> ServiceSettings:
         settings = get_settings()
-    except ValidationError as exc:
-        print(f"taskyard-worker: invalid configuration:\n{exc}", file=sys.stderr)
-        sys.exit(EXIT_CONFIG)
-    if args.exit_when_idle is not None:
+        if args.exit_when_idle is None:
+            return settings
         worker = settings.worker.model_copy(update={"exit_when_idle_seconds": args.exit_when_idle})
-        settings = settings.model_copy(update={"worker": worker})
-    configure_logging(settings.log, f"taskyard-worker[{args.specialist}]")
-    try:
-        asyncio.run(serve(settings, args.specialist))
-    except StartupError as exc:
-        log.error("cannot start: %s", exc)
-        sys.exit(EXIT_CONFIG)
-    except TaskyardError as exc:
-        # The broker or the database is unreachable, or the topology conflicts: exit and let the
-        # orchestrator restart the process (with back-off).
-        log.error("cannot run: %s: %s", type(exc).__name__, exc)
-        sys.exit(EXIT_UNAVAILABLE)
-    log.info("exited cleanly")
+        return settings.model_copy(update={"worker": worker})
+
+    run_service(
+        f"taskyard-worker[{args.specialist}]",
+        load_settings=load_settings,
+        log_settings=lambda settings: settings.log,
+        run=lambda settings: asyncio.run(serve(settings, args.specialist)),
+    )
 
 
 if __name__ == "__main__":

@@ -13,18 +13,18 @@ import logging
 from aio_pika.abc import AbstractIncomingMessage
 
 from taskyard_common.messages import ControlMessage
+from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import StopReason
-from taskyard_worker.handler import WorkHandler
 
 log = logging.getLogger(__name__)
 
 
 class ControlHandler:
-    def __init__(self, handler: WorkHandler) -> None:
-        self._handler = handler
+    def __init__(self, ctx: WorkerContext) -> None:
+        self._flights = ctx.flights
 
     async def __call__(self, message: ControlMessage, incoming: AbstractIncomingMessage) -> None:
-        flight = self._handler.flights.get(message.task_id)
+        flight = self._flights.get(message.task_id)
         if flight is None:
             return  # not running here
         # Also before the run exists (its start is being committed): the stop is applied when it would run.

@@ -5,43 +5,43 @@ the confirmed publish of the next attempt's message): a crash at any point befor
 and the broker delivers it again. Redelivery is harmless because every store transition is conditional: a
 finished task is not started again, and a task leased by a live worker is not started twice.
 
-What happens before a run (quarantine, the start outcomes, deferrals) lives here; how a run ends is
-recorded by ``Outcomes`` (outcomes.py).
+What happens before a run (quarantine, deferrals, the start) is carried out here, as ``decide_start``
+(starts.py) decides it; how a run ends is recorded by ``AttemptRunner`` (attempts.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any
-from uuid import UUID
+from typing import Any, assert_never
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from taskyard_common.amqp import Publisher
-from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import StoreUnavailable, TaskyardError, TransientError
-from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Usage, WorkMessage
 from taskyard_common.metrics import MESSAGES_QUARANTINED, TASKS_FINISHED
-from taskyard_common.retry import backoff_seconds, publish_delayed
-from taskyard_common.store import StartOutcome, StartResult, TaskStore
+from taskyard_common.retry import publish_delayed
 from taskyard_common.task_errors import TaskErrorType, task_error
-from taskyard_common.topology import Topology, work_target
-from taskyard_worker.flights import Flight, Source, StopReason
-from taskyard_worker.outcomes import Outcomes
-from taskyard_worker.runtime import Agent
-from taskyard_worker.settings import WorkerSettings
-from taskyard_worker.starts import StartBatcher
+from taskyard_common.topology import work_target
+from taskyard_worker.attempts import AttemptRunner
+from taskyard_worker.context import WorkerContext
+from taskyard_worker.flights import Flight, Flights, Source, StopReason
+from taskyard_worker.start_batch import StartBatcher
+from taskyard_worker.starts import (
+    Defer,
+    Finish,
+    HandBack,
+    Run,
+    StartAction,
+    WaitForLease,
+    decide_start,
+    defer_while_store_unavailable,
+)
 
 log = logging.getLogger(__name__)
 
-# A quarantined message whose task another worker holds waits in place, polling the store this often.
-LEASE_POLL_SECONDS = 1.0
 # After the grace period, how long the handed-back deliveries get to publish, release and ack.
 HAND_BACK_SECONDS = 10.0
 
@@ -58,35 +58,20 @@ class WorkHandler:
     """Handles the deliveries of one specialist's main and quarantine queues, and tracks them for the
     heartbeat, cancellation and graceful shutdown."""
 
-    def __init__(
-        self,
-        spec: SpecialistSpec,
-        settings: WorkerSettings,
-        store: TaskStore,
-        agent: Agent,
-        publisher: Publisher,
-        topology: Topology,
-        owner: str,
-    ) -> None:
-        self.specialist = spec.name
-        self.spec = spec
-        self.owner = owner
-        self._settings = settings
-        self._store = store
-        self._publisher = publisher
-        self._topology = topology
-        # Every delivery being handled (its asyncio task, which also settles the message), and the flight of
-        # each task id among them: one flight per task per process, so a duplicate never runs beside it.
-        self.deliveries: set[asyncio.Task[Any]] = set()
-        self.flights: dict[UUID, Flight] = {}
-        # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
-        self.outcomes: Counter[str] = Counter()
-        # When a delivery last arrived or ended (monotonic): job mode exits after a long enough quiet spell.
-        self.last_activity = time.monotonic()
-        self._activity = asyncio.Event()
+    def __init__(self, ctx: WorkerContext) -> None:
+        self._ctx = ctx
         self._stopping = asyncio.Event()
-        self._starts = StartBatcher(store, owner=owner, lease_seconds=settings.lease_seconds)
-        self._record = Outcomes(spec, settings, store, agent, publisher, topology, owner, count=self._outcome)
+        self._starts = StartBatcher(ctx.store, owner=ctx.owner, lease_seconds=ctx.settings.lease_seconds)
+        self._attempts = AttemptRunner(ctx)
+
+    @property
+    def flights(self) -> Flights:
+        return self._ctx.flights
+
+    @property
+    def outcomes(self) -> Counter[str]:
+        """How deliveries ended since start, by outcome."""
+        return self._ctx.outcomes
 
     def consumer(self, source: Source) -> Callable[[WorkMessage, AbstractIncomingMessage], Awaitable[None]]:
         """The handler for the consume helper of the queue ``source`` names."""
@@ -96,62 +81,30 @@ class WorkHandler:
 
         return handle
 
-    def in_flight(self) -> set[asyncio.Task[Any]]:
-        """Every delivery and flight not done yet: what a graceful stop waits for."""
-        flights = {f.task for f in self.flights.values() if f.task is not None and not f.task.done()}
-        return self.deliveries | flights
-
-    def _touch(self, *_: object) -> None:
-        self.last_activity = time.monotonic()
-        self._activity.set()
-
-    def idle_seconds(self) -> float:
-        """How long nothing has been in flight and nothing was delivered; 0 while anything is in flight."""
-        if self.in_flight():
-            return 0.0
-        return time.monotonic() - self.last_activity
-
-    async def until_idle(self, seconds: float) -> None:
-        """Return once the worker has been idle for ``seconds`` (job mode's exit condition). Woken by every
-        delivery's start and end, so it never waits longer than needed."""
-        while True:
-            self._activity.clear()
-            busy = bool(self.in_flight())
-            remaining = seconds if busy else seconds - (time.monotonic() - self.last_activity)
-            if remaining <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._activity.wait(), timeout=remaining)
-
-    def leased_ids(self) -> list[UUID]:
-        return [task_id for task_id, flight in self.flights.items() if flight.leased]
-
     async def handle(self, message: WorkMessage, incoming: AbstractIncomingMessage, source: Source) -> None:
         delivery = asyncio.current_task()
-        self._touch()
-        if delivery is not None:
-            # Tracked until done, i.e. until after the consume helper settled the message.
-            self.deliveries.add(delivery)
-            delivery.add_done_callback(self.deliveries.discard)
-            delivery.add_done_callback(self._touch)
-        if message.specialist != self.specialist:
+        if delivery is None:
+            self.flights.touch()
+        else:
+            self.flights.track_delivery(delivery)
+        if message.specialist != self._ctx.specialist:
             # A routing bug, not a poison message: fail the task visibly instead of running it here.
             error = task_error(
-                TaskErrorType.MISROUTED, f"meant for {message.specialist!r}, not {self.specialist!r}"
+                TaskErrorType.MISROUTED, f"meant for {message.specialist!r}, not {self._ctx.specialist!r}"
             )
-            await self._store.fail(message.task_id, error, Usage())
-            self._outcome("misrouted")
+            await self._ctx.store.fail(message.task_id, error, Usage())
+            self._ctx.count("misrouted")
             return
-        if source is Source.MAIN and incoming.redelivered and self._settings.quarantine:
+        if source is Source.MAIN and incoming.redelivered and self._ctx.settings.quarantine:
             await self._quarantine(message)
             return
         if message.task_id in self.flights:
             # The same task is handled here already. Not dropped: the flight may be about to find its lease
             # lost (then this copy is the one the reaper published); it comes back once a lease could end.
-            await self._defer(message, self._settings.lease_seconds, "it is in flight here already")
+            await self._defer(message, self._ctx.settings.lease_seconds, "it is in flight here already")
             return
         flight = Flight(message, incoming, source)
-        self.flights[message.task_id] = flight
+        self.flights.add(flight)
         # aiormq cancels a channel's consumer tasks when the channel closes (a connection blip, a channel
         # error). The flight goes on in a task of its own: a task acked early keeps running under its lease,
         # and an unacked one still records its outcome (its redelivery then finds the lease or the result).
@@ -163,102 +116,90 @@ class WorkHandler:
         try:
             await self._deliver(flight)
         finally:
-            if self.flights.get(flight.message.task_id) is flight:
-                del self.flights[flight.message.task_id]
-            self._touch()
+            self.flights.remove(flight)
 
     async def _quarantine(self, message: WorkMessage) -> None:
         """A redelivery means its channel died with it unacked, maybe killed by it: run it alone, in the
         quarantine queue, where the delivery limit dead-letters a poison message without taking healthy
         ones with it. Publish (confirmed) first, then the helper acks: a crash in between duplicates."""
-        await self._publish(self._topology.quarantine_exchange, message)
-        MESSAGES_QUARANTINED.labels(self.specialist).inc()
+        await self._publish(self._ctx.topology.quarantine_exchange, message)
+        MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
         log.warning("task %s: redelivered; moved to the quarantine queue", message.task_id)
-        self._outcome("quarantined")
+        self._ctx.count("quarantined")
 
     async def _deliver(self, flight: Flight) -> None:
-        message = flight.message
         try:
-            started = await self._start(flight)
+            action = await self._start(flight)
         except StoreUnavailable:
-            # Nothing started: send the message round again later rather than count a delivery.
-            spec = self.spec
-            delay = backoff_seconds(message.attempt, spec.backoff_base_seconds, spec.backoff_max_seconds)
-            await self._defer(message, delay, "the store is unavailable")
-            return
-        if started is None:
-            return  # handed back while waiting for another worker's lease
-        outcome = started.outcome
-        if outcome is StartOutcome.STARTED:
-            assert started.record is not None
-            flight.leased = True
-            await self._record.run(flight, started.record)
-        elif outcome is StartOutcome.LEASED:
-            # Another worker runs it: come back once its lease may have run out. Not charged.
-            await self._defer(message, started.lease_remaining_seconds + 1, "another worker holds its lease")
-        elif outcome is StartOutcome.NOT_ROUTED:
-            await self._defer(message, 1, "its routing is not committed yet")
-        elif outcome is StartOutcome.EXPIRED:
-            TASKS_FINISHED.labels(self.specialist, TaskStatus.FAILED.value).inc()
-            log.info("task %s: its deadline passed before it started; failed as expired", message.task_id)
-            self._outcome("expired")
-        elif outcome is StartOutcome.CANCELLED:
-            TASKS_FINISHED.labels(self.specialist, TaskStatus.CANCELLED.value).inc()
-            log.info("task %s: cancelled before it started", message.task_id)
-            self._outcome("cancelled")
-        else:
-            # FINISHED (a redelivery after a lost ack, a duplicate) or UNKNOWN: ack, run nothing.
-            log.info("task %s: %s; acknowledging without running", message.task_id, outcome)
-            self._outcome("duplicate" if outcome is StartOutcome.FINISHED else "unknown")
+            action = defer_while_store_unavailable(flight.message.attempt, self._ctx.spec)
+        await self._carry_out(flight, action)
 
-    async def _start(self, flight: Flight) -> StartResult | None:
+    async def _start(self, flight: Flight) -> StartAction:
+        """Ask the store to start the task, and again while the decision is to wait for a lease."""
         message = flight.message
         loop = asyncio.get_running_loop()
         waiting_since: float | None = None
+        result = await self._starts.start(message.task_id, message.attempt)
         while True:
-            result = await self._starts.start(message.task_id, message.attempt)
-            if result.outcome is not StartOutcome.LEASED or flight.source is not Source.QUARANTINE:
-                return result
-            # In quarantine, a message whose task is leased waits here instead of going round again: only
-            # this prefetch-1 consumer waits, and the broker keeps counting its deliveries (a poison message
-            # that keeps killing workers must reach the delivery limit). A holder that keeps its lease that
-            # long is alive and well, though: past settle_after_seconds (and before the broker's consumer
-            # timeout) the message is deferred like one from the main queue.
+            decision = decide_start(
+                result,
+                flight.source,
+                settle_after_seconds=self._ctx.settings.settle_after_seconds,
+                waited_seconds=None if waiting_since is None else loop.time() - waiting_since,
+                stopping=self._stopping.is_set(),
+            )
+            if not isinstance(decision, WaitForLease):
+                return decision
             if waiting_since is None:
                 log.info("task %s: leased by another worker; waiting in quarantine", message.task_id)
-                self._outcome("waited_for_lease")
+                self._ctx.count("waited_for_lease")
                 waiting_since = loop.time()
-            elif loop.time() - waiting_since > self._settings.settle_after_seconds:
-                return result
-            wait = min(result.lease_remaining_seconds + 0.05, LEASE_POLL_SECONDS)
             try:
-                await asyncio.wait_for(self._stopping.wait(), wait)
+                await asyncio.wait_for(self._stopping.wait(), decision.poll_seconds)
             except TimeoutError:
-                continue
-            await self._publish(self._topology.quarantine_exchange, message)
-            self._outcome("handed_back")
-            return None
+                result = await self._starts.start(message.task_id, message.attempt)
+            # Stopping: decided again on the same answer, which hands the message back.
+
+    async def _carry_out(self, flight: Flight, action: StartAction) -> None:
+        message = flight.message
+        match action:
+            case Run(record=record):
+                flight.leased = True
+                await self._attempts.run(flight, record)
+            case Defer(delay_seconds=delay, reason=reason):
+                await self._defer(message, delay, reason)
+            case Finish(outcome=outcome, status=status, note=note):
+                if status is not None:
+                    TASKS_FINISHED.labels(self._ctx.specialist, status.value).inc()
+                log.info("task %s: %s", message.task_id, note)
+                self._ctx.count(outcome)
+            case HandBack():
+                await self._publish(self._ctx.topology.quarantine_exchange, message)
+                self._ctx.count("handed_back")
+            case _:
+                assert_never(action)
 
     async def _defer(self, message: WorkMessage, delay_seconds: float, why: str) -> None:
         """Send the same message (same attempt: not charged) through a delay tier, then ack."""
         try:
             tier = await publish_delayed(
-                self._publisher, self._topology, work_target(self.specialist), message, delay_seconds
+                self._ctx.publisher,
+                self._ctx.topology,
+                work_target(self._ctx.specialist),
+                message,
+                delay_seconds,
             )
         except TaskyardError as exc:
             raise TransientError(f"could not defer task {message.task_id}: {exc}") from exc
         log.info("task %s: %s; trying again in %ds", message.task_id, why, tier)
-        self._outcome("deferred")
+        self._ctx.count("deferred")
 
     async def _publish(self, exchange: str, message: WorkMessage) -> None:
         try:
-            await self._publisher.publish(exchange, self.specialist, message)
+            await self._ctx.publisher.publish(exchange, self._ctx.specialist, message)
         except TaskyardError as exc:
             # Even "unroutable" is worth another delivery here, not a dead letter: the message is fine.
             raise TransientError(f"could not move task {message.task_id}: {exc}") from exc
-
-    def _outcome(self, outcome: str) -> None:
-        self.outcomes[outcome] += 1
 
     async def drain(self, grace_seconds: float) -> int:
         """Wait up to ``grace_seconds`` for the deliveries in flight; then stop the rest and hand them back
@@ -268,16 +209,13 @@ class WorkHandler:
         # A delivery that arrived just before the consumers were cancelled needs a turn of the loop to reach
         # the handler; the loop below also picks up any that register while it waits.
         await asyncio.sleep(0)
-        while (pending := self.in_flight()) and (remaining := deadline - loop.time()) > 0:
+        while (pending := self.flights.in_flight()) and (remaining := deadline - loop.time()) > 0:
             await asyncio.wait(pending, timeout=remaining)
-        if not self.in_flight():
+        if not self.flights.in_flight():
             return 0
         self._stopping.set()
-        stopped = 0
-        for flight in list(self.flights.values()):
-            flight.stop(StopReason.SHUTDOWN)
-            stopped += 1
-        _, stuck = await asyncio.wait(self.in_flight(), timeout=HAND_BACK_SECONDS)
+        stopped = self.flights.stop_all(StopReason.SHUTDOWN)
+        _, stuck = await asyncio.wait(self.flights.in_flight(), timeout=HAND_BACK_SECONDS)
         for task in stuck:
             # Could not hand back in time (broker or store down): the unacked message is requeued when
             # the connection closes, a settled task is taken back by the reaper when its lease runs out.

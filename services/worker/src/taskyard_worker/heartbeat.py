@@ -8,50 +8,42 @@ control message, which normally cancels within a moment.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from taskyard_common.errors import StoreUnavailable
-from taskyard_common.store import TaskStore
+from taskyard_common.periodic import PeriodicTask
+from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import StopReason
-from taskyard_worker.handler import WorkHandler
 
 log = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    def __init__(self, store: TaskStore, handler: WorkHandler, lease_seconds: float) -> None:
-        self._store = store
-        self._handler = handler
-        self._lease_seconds = lease_seconds
+    def __init__(self, ctx: WorkerContext) -> None:
+        self._store = ctx.store
+        self._flights = ctx.flights
+        self._owner = ctx.owner
+        self._lease_seconds = ctx.settings.lease_seconds
+        # A failed beat (the store away) is logged by the loop and the next one runs on schedule: a lease
+        # lasts three intervals, and one that ran out meanwhile is reported lost by the first beat through.
+        self._loop = PeriodicTask("heartbeat", self._lease_seconds / 3, self.beat, logger=log)
 
-    @property
-    def interval(self) -> float:
-        return self._lease_seconds / 3
+    def start(self) -> None:
+        self._loop.start()
 
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.beat()
-            except StoreUnavailable as exc:
-                # Keep running: the leases last three intervals, and a lease that runs out is reported as
-                # lost by the first beat that gets through.
-                log.warning("heartbeat failed: %s", exc)
-            except Exception:
-                log.exception("heartbeat failed")
+    async def stop(self) -> None:
+        await self._loop.stop()
 
     async def beat(self) -> None:
-        ids = self._handler.leased_ids()
+        ids = self._flights.leased_ids()
         if not ids:
             return
-        held, cancel = await self._store.heartbeat(self._handler.owner, ids, self._lease_seconds)
+        held, cancel = await self._store.heartbeat(self._owner, ids, self._lease_seconds)
         for task_id in ids:
-            flight = self._handler.flights.get(task_id)
+            flight = self._flights.get(task_id)
             if flight is None or not flight.leased:
                 continue  # finished while the beat was on its way
             if task_id not in held:
-                if flight.run is not None and not flight.run.done() and flight.stop(StopReason.LOST_LEASE):
+                if flight.running and flight.stop(StopReason.LOST_LEASE):
                     log.warning("task %s: this worker no longer holds its lease; stopping it", task_id)
             elif task_id in cancel and flight.stop(StopReason.CANCELLED):
                 log.info("task %s: cancellation requested (seen by the heartbeat); stopping it", task_id)

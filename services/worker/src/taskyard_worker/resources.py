@@ -10,17 +10,19 @@ import logging
 import os
 import socket
 import uuid
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import aiormq
-from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustChannel, AbstractRobustConnection
+from aio_pika.abc import AbstractQueue, AbstractRobustChannel, AbstractRobustConnection
 
 from taskyard_common.amqp import Publisher, connect
 from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_catalog
 from taskyard_common.health import HealthServer
 from taskyard_common.llm import ClientPool
+from taskyard_common.service import ConfigurationError
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.topology import Topology, declare, work_queue_arguments
 from taskyard_worker.settings import ServiceSettings
@@ -30,8 +32,8 @@ from taskyard_worker.tools.registry import check_tool_names
 log = logging.getLogger(__name__)
 
 
-class StartupError(Exception):
-    """The worker is misconfigured (catalog, specialist name, tools): retrying cannot help."""
+class StartupError(ConfigurationError):
+    """The worker is misconfigured (catalog, specialist name, tools): retrying cannot help (exit 2)."""
 
 
 def load_spec(settings: ServiceSettings, specialist: str) -> tuple[Catalog, SpecialistSpec]:
@@ -64,8 +66,8 @@ def worker_owner() -> str:
 async def warn_on_broker_cancel(channel: AbstractRobustChannel, what: str) -> None:
     """Log when the broker cancels a consumer of ``channel`` (its queue was deleted, a node went away).
 
-    The broker says so with ``basic.cancel``; the consumer simply stops receiving (older aiormq versions did
-    not even log it). aio-pika's robust channel re-declares the queue and consumes again; this line says
+    The broker says so with ``basic.cancel``; the consumer simply stops receiving, and aiormq tells the
+    application nothing. aio-pika's robust channel re-declares the queue and consumes again; this line says
     which queue it was. Re-attached whenever the channel reopens: a reconnection brings a new underlying
     channel.
     """
@@ -85,8 +87,11 @@ async def warn_on_broker_cancel(channel: AbstractRobustChannel, what: str) -> No
     await attach()
 
 
-@dataclass
-class Resources:
+@dataclass(frozen=True, kw_only=True)
+class WorkerResources:
+    """What a worker process holds open, built by ``open`` (keyword arguments only: two channels or two
+    queues of one type cannot be swapped by position) and closed when ``open``'s block ends."""
+
     settings: ServiceSettings
     catalog: Catalog
     spec: SpecialistSpec
@@ -96,33 +101,34 @@ class Resources:
     connection: AbstractRobustConnection
     # The main queue's channel (prefetch = concurrency), the quarantine queue's (prefetch 1) and the
     # control queue's: separate, so one's prefetch or failure never holds up the others.
-    channel: AbstractChannel
-    queue: AbstractQueue
-    quarantine_channel: AbstractChannel
+    main_channel: AbstractRobustChannel
+    main_queue: AbstractQueue
+    quarantine_channel: AbstractRobustChannel
     quarantine_queue: AbstractQueue
     control_queue: AbstractQueue
     publisher: Publisher
     topology: Topology
     owner: str
     health: HealthServer
-    _stack: AsyncExitStack
 
     @classmethod
-    async def open(cls, settings: ServiceSettings, specialist: str) -> Resources:
+    @asynccontextmanager
+    async def open(cls, settings: ServiceSettings, specialist: str) -> AsyncIterator[WorkerResources]:
+        """Check the configuration, open everything, yield; on exit close what was opened, in reverse
+        order: health first (stop advertising readiness), the store last."""
         catalog, spec = load_spec(settings, specialist)
         async with AsyncExitStack() as stack:
-            # Closed in reverse order: health first (stop advertising readiness), the store last.
             store = await PostgresTaskStore.open(settings.db)
             stack.push_async_callback(store.close)
             connection = await connect(settings.amqp, f"taskyard-worker-{spec.name}")
             stack.push_async_callback(connection.close)
-            channel = await connection.channel()
+            main_channel = await connection.channel()
             # The prefetch is the number of tasks this process runs at once: each delivery is its own
             # asyncio task, so up to ``concurrency`` agent loops (and LLM calls) are in flight together.
-            await channel.set_qos(prefetch_count=spec.concurrency)
+            await main_channel.set_qos(prefetch_count=spec.concurrency)
             topology = Topology(settings.amqp.prefix)
-            declared = await declare(channel, topology, catalog.names, settings.amqp)
-            queue = declared.queues[topology.specialist_queue(spec.name)]
+            declared = await declare(main_channel, topology, catalog.names, settings.amqp)
+            main_queue = declared.queues[topology.specialist_queue(spec.name)]
             # Quarantined messages run one at a time: a poison one kills only itself there.
             quarantine_channel = await connection.channel()
             await quarantine_channel.set_qos(prefetch_count=1)
@@ -137,8 +143,8 @@ class Resources:
             await control_channel.set_qos(prefetch_count=CONTROL_PREFETCH)
             control_queue = await control_channel.declare_queue(None, exclusive=True, auto_delete=True)
             await control_queue.bind(topology.control_exchange)
-            for robust, what in ((channel, "main"), (quarantine_channel, "quarantine")):
-                await warn_on_broker_cancel(robust, what)  # type: ignore[arg-type]  # connect() makes robust ones
+            await warn_on_broker_cancel(main_channel, "main")
+            await warn_on_broker_cancel(quarantine_channel, "quarantine")
             publisher = await Publisher.open(connection, settings.amqp)
             stack.push_async_callback(publisher.close)
             # One set of LLM clients per process, shared by every task, with a keep-alive connection for
@@ -158,30 +164,26 @@ class Resources:
             await health.start()
             stack.push_async_callback(health.close)
             resources = cls(
-                settings,
-                catalog,
-                spec,
-                tools,
-                llm,
-                store,
-                connection,
-                channel,
-                queue,
-                quarantine_channel,
-                quarantine_queue,
-                control_queue,
-                publisher,
-                topology,
-                worker_owner(),
-                health,
-                stack.pop_all(),
+                settings=settings,
+                catalog=catalog,
+                spec=spec,
+                tools=tools,
+                llm=llm,
+                store=store,
+                connection=connection,
+                main_channel=main_channel,
+                main_queue=main_queue,
+                quarantine_channel=quarantine_channel,
+                quarantine_queue=quarantine_queue,
+                control_queue=control_queue,
+                publisher=publisher,
+                topology=topology,
+                owner=worker_owner(),
+                health=health,
             )
-        log.info(
-            "worker %s for %r ready: queue %s, concurrency %d, model %s, tools %s",
-            resources.owner, spec.name, queue.name, spec.concurrency, spec.model or settings.llm.model,
-            list(spec.tools),
-        )  # fmt: skip
-        return resources
-
-    async def close(self) -> None:
-        await self._stack.aclose()
+            log.info(
+                "worker %s for %r ready: queue %s, concurrency %d, model %s, tools %s",
+                resources.owner, spec.name, main_queue.name, spec.concurrency,
+                spec.model or settings.llm.model, list(spec.tools),
+            )  # fmt: skip
+            yield resources

@@ -217,8 +217,8 @@ class Agent:
             with metrics.track_llm_request(self.model), self._clients.client() as client:
                 # The SDK's generic ``post`` (its documented way to call any endpoint) rather than
                 # ``chat.completions.create``: the body is already in wire form (plain dicts, our own tool
-                # schemas), and ``create`` walks every parameter against its type hints to transform it,
-                # a quarter of the client's CPU per call. Errors, auth and parsing stay the SDK's.
+                # schemas), and ``create`` would walk every parameter against its type hints to transform it
+                # again, on every call. Errors, auth and parsing stay the SDK's.
                 return await client.post(_COMPLETIONS_PATH, body=body, cast_to=ChatCompletion)
         except openai.OpenAIError as exc:
             mapped = classify(exc)

@@ -1,86 +1,123 @@
-"""Starting tasks in batches: the deliveries that arrive together take their leases in one statement.
+"""What a delivery does once the store answered its start: run, defer, finish, wait, or hand back.
 
-A worker gets its deliveries in bursts (a full prefetch when it starts, a wave of new tasks as a wave ends):
-one ``start`` per delivery costs a database round trip each, and at hundreds in flight those round trips
-are most of the store's share of a task. Each ``start`` waits one turn of the event loop for the others of
-its burst, then ``store.start_many`` starts all of them together. A task that statement does not start (a
-duplicate, cancelled, past its deadline, leased elsewhere, locked by another transaction) takes
-``store.start``'s own path, which tells why; so every outcome is the one ``store.start`` alone would give.
+Pure functions over the store's answer, the queue the delivery came from and how long it has waited, so
+every rule is unit-tested without a broker or a database (like ``retries.py``). The work handler asks the
+store, calls ``decide_start`` and carries the decision out.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
-from typing import Any
-from uuid import UUID
+import random
+from dataclasses import dataclass
 
-from taskyard_common.store import StartOutcome, StartResult, TaskRecord, TaskStore
+from taskyard_common.catalog import SpecialistSpec
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.retry import backoff_seconds
+from taskyard_common.store import StartOutcome, StartResult, TaskRecord
+from taskyard_worker.flights import Source
 
-# At most this many tasks per statement: bounds one statement's locks and size.
-MAX_BATCH = 200
+# A quarantined message whose task another worker holds waits in place, polling the store this often.
+LEASE_POLL_SECONDS = 1.0
 
 
-class StartBatcher:
-    def __init__(self, store: TaskStore, *, owner: str, lease_seconds: float) -> None:
-        self._store = store
-        self._owner = owner
-        self._lease_seconds = lease_seconds
-        # Task id → (attempt, the future its ``start`` waits on), for the batch being gathered.
-        self._waiting: dict[UUID, tuple[int, asyncio.Future[TaskRecord | None]]] = {}
-        self._flushing: set[asyncio.Task[None]] = set()
+@dataclass(frozen=True)
+class Run:
+    """This worker holds the lease: run the attempt."""
 
-    async def start(self, task_id: UUID, attempt: int) -> StartResult:
-        record = await self._batched(task_id, attempt)
-        if record is not None:
-            return StartResult(StartOutcome.STARTED, record)
-        return await self._store.start(
-            task_id, owner=self._owner, lease_seconds=self._lease_seconds, attempt=attempt
+    record: TaskRecord
+
+
+@dataclass(frozen=True)
+class Defer:
+    """Send the same message (same attempt: not charged) through a delay tier, then ack."""
+
+    delay_seconds: float
+    reason: str  # why, for the log line
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Nothing to run: ack. ``status`` is set when the store finished the task just now (counted in
+    ``taskyard_tasks_finished_total``), not when it was finished earlier."""
+
+    outcome: str  # the label of the worker's outcome counter
+    status: TaskStatus | None
+    note: str  # what happened, for the log line
+
+
+@dataclass(frozen=True)
+class WaitForLease:
+    """Quarantine only: wait here for the other worker's lease, then ask the store again."""
+
+    poll_seconds: float
+
+
+@dataclass(frozen=True)
+class HandBack:
+    """Shutdown while waiting in quarantine: republish the message to quarantine, then ack."""
+
+
+# What the handler carries out; ``WaitForLease`` only makes it ask the store again.
+StartAction = Run | Defer | Finish | HandBack
+StartDecision = StartAction | WaitForLease
+
+
+def decide_start(
+    result: StartResult,
+    source: Source,
+    *,
+    settle_after_seconds: float,
+    waited_seconds: float | None = None,
+    stopping: bool = False,
+) -> StartDecision:
+    """The decision for ``result``, the store's answer to this delivery's start. ``waited_seconds``: how
+    long it has waited in quarantine for another worker's lease (None: not yet); ``stopping``: the worker
+    is handing its deliveries back."""
+    outcome = result.outcome
+    if outcome is StartOutcome.STARTED:
+        if result.record is None:
+            raise ValueError("the store started the task without returning its record")
+        return Run(result.record)
+    if outcome is StartOutcome.LEASED:
+        return _leased(result, source, settle_after_seconds, waited_seconds, stopping)
+    if outcome is StartOutcome.NOT_ROUTED:
+        return Defer(1, "its routing is not committed yet")
+    if outcome is StartOutcome.EXPIRED:
+        return Finish(
+            "expired", TaskStatus.FAILED, "its deadline passed before it started; failed as expired"
         )
+    if outcome is StartOutcome.CANCELLED:
+        return Finish("cancelled", TaskStatus.CANCELLED, "cancelled before it started")
+    # FINISHED (a redelivery after a lost ack, a duplicate) or UNKNOWN.
+    label = "duplicate" if outcome is StartOutcome.FINISHED else "unknown"
+    return Finish(label, None, f"{outcome}; acknowledging without running")
 
-    async def _batched(self, task_id: UUID, attempt: int) -> TaskRecord | None:
-        if task_id in self._waiting:
-            return None  # the same task twice in one batch: this one takes the single path
-        future: asyncio.Future[TaskRecord | None] = asyncio.get_running_loop().create_future()
-        self._waiting[task_id] = (attempt, future)
-        if len(self._waiting) == 1:
-            self._spawn(self._flush())
-        elif len(self._waiting) >= MAX_BATCH:
-            self._spawn(self._start(self._take()))
-        return await future
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coroutine)
-        self._flushing.add(task)  # a reference, so the task is not collected mid-flight
-        task.add_done_callback(self._flushing.discard)
+def _leased(
+    result: StartResult,
+    source: Source,
+    settle_after_seconds: float,
+    waited_seconds: float | None,
+    stopping: bool,
+) -> StartDecision:
+    # In quarantine, a message whose task is leased waits in place instead of going round again: only the
+    # prefetch-1 consumer waits, and the broker keeps counting its deliveries (a poison message that keeps
+    # killing workers must reach the delivery limit). A holder that keeps its lease past
+    # settle_after_seconds is alive and well, though: the message is then deferred like one from the main
+    # queue, before the broker's consumer timeout closes the channel under it.
+    waited_too_long = waited_seconds is not None and waited_seconds > settle_after_seconds
+    if source is Source.QUARANTINE and not waited_too_long:
+        if stopping:
+            return HandBack()
+        return WaitForLease(min(result.lease_remaining_seconds + 0.05, LEASE_POLL_SECONDS))
+    # Another worker runs it: come back once its lease may have run out. Not charged.
+    return Defer(result.lease_remaining_seconds + 1, "another worker holds its lease")
 
-    def _take(self) -> dict[UUID, tuple[int, asyncio.Future[TaskRecord | None]]]:
-        batch, self._waiting = self._waiting, {}
-        return batch
 
-    async def _flush(self) -> None:
-        # One turn of the loop: the deliveries that arrived with this one register meanwhile.
-        await asyncio.sleep(0)
-        await self._start(self._take())
-
-    async def _start(self, batch: dict[UUID, tuple[int, asyncio.Future[TaskRecord | None]]]) -> None:
-        if not batch:
-            return  # taken by a full batch meanwhile
-        try:
-            started = await self._store.start_many(
-                {task_id: attempt for task_id, (attempt, _) in batch.items()},
-                owner=self._owner,
-                lease_seconds=self._lease_seconds,
-            )
-        except Exception as exc:
-            for _, future in batch.values():
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        except BaseException:
-            for _, future in batch.values():
-                future.cancel()
-            raise
-        for task_id, (_, future) in batch.items():
-            if not future.done():
-                future.set_result(started.get(task_id))
+def defer_while_store_unavailable(
+    attempt: int, spec: SpecialistSpec, rng: random.Random | None = None
+) -> Defer:
+    """The store could not be asked: nothing started, so send the message round again after the
+    specialist's backoff rather than reject it (a reject would count a delivery toward the limit)."""
+    delay = backoff_seconds(attempt, spec.backoff_base_seconds, spec.backoff_max_seconds, rng)
+    return Defer(delay, "the store is unavailable")

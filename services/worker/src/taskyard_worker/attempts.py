@@ -11,14 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiormq
 
-from taskyard_common.amqp import Publisher
-from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import PermanentError, StoreUnavailable, TaskyardError, TransientError
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Usage, WorkMessage
@@ -31,13 +28,13 @@ from taskyard_common.metrics import (
     TASKS_IN_FLIGHT,
 )
 from taskyard_common.retry import publish_delayed
-from taskyard_common.store import TaskRecord, TaskStore
+from taskyard_common.store import TaskRecord
 from taskyard_common.task_errors import TaskError, TaskErrorType, task_error
-from taskyard_common.topology import Topology, work_target
+from taskyard_common.topology import work_target
+from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight, Source, StopReason
 from taskyard_worker.retries import plan_retry
-from taskyard_worker.runtime import Agent, AgentResult, RunTrace
-from taskyard_worker.settings import WorkerSettings
+from taskyard_worker.runtime import AgentResult, RunTrace
 
 log = logging.getLogger(__name__)
 
@@ -70,34 +67,18 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
-class Outcomes:
-    def __init__(
-        self,
-        spec: SpecialistSpec,
-        settings: WorkerSettings,
-        store: TaskStore,
-        agent: Agent,
-        publisher: Publisher,
-        topology: Topology,
-        owner: str,
-        *,
-        count: Callable[[str], None],
-    ) -> None:
-        self._spec = spec
-        self._settings = settings
-        self._store = store
-        self._agent = agent
-        self._publisher = publisher
-        self._topology = topology
-        self._owner = owner
-        self._count = count
+class AttemptRunner:
+    """Runs the attempt of a task this worker started and records how it ended."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self._ctx = ctx
 
     async def run(self, flight: Flight, record: TaskRecord) -> None:
         """Run the started task of ``flight`` (this worker holds its lease) and record the outcome."""
         message = flight.message
         log.info("task %s: started (attempt %d)", message.task_id, record.attempts)
-        TASK_QUEUE_WAIT.labels(self._spec.name).observe(queue_wait_seconds(record, message))
-        with TASKS_IN_FLIGHT.labels(self._spec.name).track_inprogress():
+        TASK_QUEUE_WAIT.labels(self._ctx.specialist).observe(queue_wait_seconds(record, message))
+        with TASKS_IN_FLIGHT.labels(self._ctx.specialist).track_inprogress():
             await self._run(flight, record)
 
     async def _run(self, flight: Flight, record: TaskRecord) -> None:
@@ -105,7 +86,7 @@ class Outcomes:
         trace = RunTrace()
         started = time.monotonic()
         run = asyncio.create_task(
-            self._agent.run(message.input, trace, timeout_seconds=message.timeout_seconds)
+            self._ctx.agent.run(message.input, trace, timeout_seconds=message.timeout_seconds)
         )
         run.add_done_callback(_retrieve)
         flight.run = run
@@ -120,9 +101,9 @@ class Outcomes:
             raise
         finally:
             # Every attempt counts, whatever its end: the time and the tokens were spent all the same.
-            TASK_DURATION.labels(self._spec.name).observe(time.monotonic() - started)
-            LLM_TOKENS.labels(self._spec.name, "prompt").inc(trace.usage.prompt_tokens)
-            LLM_TOKENS.labels(self._spec.name, "completion").inc(trace.usage.completion_tokens)
+            TASK_DURATION.labels(self._ctx.specialist).observe(time.monotonic() - started)
+            LLM_TOKENS.labels(self._ctx.specialist, "prompt").inc(trace.usage.prompt_tokens)
+            LLM_TOKENS.labels(self._ctx.specialist, "completion").inc(trace.usage.completion_tokens)
         summary = f"{time.monotonic() - started:.2f}s, steps={trace.steps}, tokens={trace.usage.total_tokens}"
         # Usage adds up over the attempts: the store holds what the earlier ones used.
         usage = record.usage + trace.usage
@@ -137,7 +118,9 @@ class Outcomes:
                 await self._complete(flight, run.result(), usage, summary)
                 return
             if isinstance(exc, PermanentError):
-                stored = await self._store.fail(message.task_id, error_record(exc), usage, self._owner)
+                stored = await self._ctx.store.fail(
+                    message.task_id, error_record(exc), usage, self._ctx.owner
+                )
                 self._finished(flight, stored, TaskStatus.FAILED, summary)
                 return
         except StoreUnavailable as store_exc:
@@ -149,7 +132,7 @@ class Outcomes:
 
     async def _wait(self, flight: Flight, run: asyncio.Task[Any]) -> None:
         if not flight.settled:
-            done, _ = await asyncio.wait({run}, timeout=self._settings.settle_after_seconds)
+            done, _ = await asyncio.wait({run}, timeout=self._ctx.settings.settle_after_seconds)
             if not done:
                 await self._settle_early(flight)
         if not run.done():
@@ -162,7 +145,7 @@ class Outcomes:
         The store learns it first: acked but not marked, a dead worker's task would be no one's to reclaim.
         """
         try:
-            if not await self._store.settle(flight.message.task_id, self._owner):
+            if not await self._ctx.store.settle(flight.message.task_id, self._ctx.owner):
                 return  # the lease is gone: the run is being stopped, nothing to settle early
         except StoreUnavailable:
             log.warning(
@@ -178,13 +161,13 @@ class Outcomes:
         log.info(
             "task %s: still running after %gs; message acked early",
             flight.message.task_id,
-            self._settings.settle_after_seconds,
+            self._ctx.settings.settle_after_seconds,
         )
-        self._count("settled_early")
+        self._ctx.count("settled_early")
 
     async def _complete(self, flight: Flight, result: AgentResult, usage: Usage, summary: str) -> None:
         output = {"output": result.output, "steps": result.steps, "tool_calls": result.tool_calls}
-        stored = await self._store.complete(flight.message.task_id, output, usage, self._owner)
+        stored = await self._ctx.store.complete(flight.message.task_id, output, usage, self._ctx.owner)
         self._finished(flight, stored, TaskStatus.COMPLETED, summary)
 
     def _finished(self, flight: Flight, stored: bool, status: TaskStatus, summary: str) -> None:
@@ -193,10 +176,10 @@ class Outcomes:
             # This worker lost the lease meanwhile (another delivery or the reaper has the task): the
             # transition did not apply and is not counted.
             log.warning("task %s: %s, but the lease was lost; not recorded", task_id, status)
-            self._count("not_recorded")
+            self._ctx.count("not_recorded")
             return
-        TASKS_FINISHED.labels(self._spec.name, status.value).inc()
-        self._count(status.value)
+        TASKS_FINISHED.labels(self._ctx.specialist, status.value).inc()
+        self._ctx.count(status.value)
         log.info("task %s: %s (%s)", task_id, status, summary)
 
     async def _stopped(self, flight: Flight, usage: Usage, summary: str) -> None:
@@ -205,11 +188,11 @@ class Outcomes:
         if reason is StopReason.SHUTDOWN:
             await self._hand_back(flight)
         elif reason is StopReason.CANCELLED:
-            stored = await self._store.cancel_running(task_id, self._owner, usage)
+            stored = await self._ctx.store.cancel_running(task_id, self._ctx.owner, usage)
             self._finished(flight, stored, TaskStatus.CANCELLED, summary)
         else:
             log.warning("task %s: lease lost; run stopped, nothing recorded (%s)", task_id, summary)
-            self._count("lost_lease")
+            self._ctx.count("lost_lease")
 
     async def _hand_back(self, flight: Flight) -> None:
         """Shutdown after the grace period: the same message (same attempt) back where it came from, then
@@ -217,24 +200,24 @@ class Outcomes:
         that would count a delivery toward the dead-letter limit of a task that did nothing wrong."""
         message = flight.message
         exchange = (
-            self._topology.tasks_exchange
+            self._ctx.topology.tasks_exchange
             if flight.source is Source.MAIN
-            else self._topology.quarantine_exchange
+            else self._ctx.topology.quarantine_exchange
         )
         try:
-            await self._publisher.publish(exchange, self._spec.name, message)
+            await self._ctx.publisher.publish(exchange, self._ctx.specialist, message)
         except TaskyardError as exc:
             # Keep the lease: an unsettled message is requeued when the channel closes, a settled one is
             # taken back by the reaper once the lease runs out. Releasing now could lose a settled task.
             raise TransientError(f"could not hand task {message.task_id} back: {exc}") from exc
         try:
-            await self._store.release(message.task_id, self._owner)
+            await self._ctx.store.release(message.task_id, self._ctx.owner)
         except StoreUnavailable:
             log.warning("task %s: handed back, but the lease could not be released", message.task_id)
         log.info(
             "task %s: handed back to the queue (attempt %d, not charged)", message.task_id, message.attempt
         )
-        self._count("handed_back")
+        self._ctx.count("handed_back")
 
     async def _retry(
         self, flight: Flight, exc: BaseException, usage: Usage, record: TaskRecord, summary: str
@@ -244,18 +227,22 @@ class Outcomes:
         error = str(exc) or type(exc).__name__
         # The store's count wins over a stale duplicate message that carries an older attempt number.
         attempt = max(message.attempt, record.attempts)
-        plan = plan_retry(exc, attempt, self._spec, record.attempt_log)
+        plan = plan_retry(exc, attempt, self._ctx.spec, record.attempt_log)
         if plan is None:
             failure = task_error(
                 TaskErrorType.RETRIES_EXHAUSTED, f"{attempt} attempts failed; the last: {error}"
             )
-            stored = await self._store.fail(task_id, failure, usage, self._owner)
+            stored = await self._ctx.store.fail(task_id, failure, usage, self._ctx.owner)
             self._finished(flight, stored, TaskStatus.FAILED, summary)
             return
         following = message.model_copy(update={"attempt": plan.next_attempt})
         try:
             tier = await publish_delayed(
-                self._publisher, self._topology, work_target(self._spec.name), following, plan.delay_seconds
+                self._ctx.publisher,
+                self._ctx.topology,
+                work_target(self._ctx.specialist),
+                following,
+                plan.delay_seconds,
             )
         except TaskyardError as publish_exc:
             raise TransientError(
@@ -271,15 +258,19 @@ class Outcomes:
             "at": now.isoformat(),
         }
         try:
-            scheduled = await self._store.schedule_retry(
-                task_id, self._owner, entry=entry, next_attempt_at=now + timedelta(seconds=tier), usage=usage
+            scheduled = await self._ctx.store.schedule_retry(
+                task_id,
+                self._ctx.owner,
+                entry=entry,
+                next_attempt_at=now + timedelta(seconds=tier),
+                usage=usage,
             )
         except StoreUnavailable:
             # The next message is on its way; it finds the lease and waits for it to run out.
             log.warning("task %s: retry published but not recorded: the store is unavailable", task_id)
             scheduled = False
-        TASK_RETRIES.labels(self._spec.name, plan.reason).inc()
-        self._count("retry_scheduled")
+        TASK_RETRIES.labels(self._ctx.specialist, plan.reason).inc()
+        self._ctx.count("retry_scheduled")
         log.info(
             "task %s: attempt %d failed (%s); retry in %ds, %s%s (%s)",
             task_id,

@@ -1,0 +1,58 @@
+"""What the parts of a worker share: the work handler, the attempt runner, the heartbeat and the control
+consumer each take this one typed context instead of the same seven loose constructor arguments."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from taskyard_common.amqp import Publisher
+from taskyard_common.catalog import SpecialistSpec
+from taskyard_common.store import TaskStore
+from taskyard_common.topology import Topology
+from taskyard_worker.flights import Flights
+from taskyard_worker.resources import WorkerResources
+from taskyard_worker.runtime import Agent
+from taskyard_worker.settings import WorkerSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerContext:
+    spec: SpecialistSpec
+    settings: WorkerSettings
+    store: TaskStore
+    publisher: Publisher
+    topology: Topology
+    # This process's lease owner id: every transition out of ``running`` names it.
+    owner: str
+    agent: Agent
+    flights: Flights = field(default_factory=Flights)
+    # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def build(cls, resources: WorkerResources) -> WorkerContext:
+        settings = resources.settings
+        agent = Agent(
+            resources.spec,
+            resources.llm,
+            settings.llm.model,
+            resources.tools,
+            max_tool_output_chars=settings.worker.max_tool_output_chars,
+        )
+        return cls(
+            spec=resources.spec,
+            settings=settings.worker,
+            store=resources.store,
+            publisher=resources.publisher,
+            topology=resources.topology,
+            owner=resources.owner,
+            agent=agent,
+        )
+
+    @property
+    def specialist(self) -> str:
+        return self.spec.name
+
+    def count(self, outcome: str) -> None:
+        self.outcomes[outcome] += 1
