@@ -9,7 +9,7 @@ import asyncpg
 import httpx
 
 from taskyard_api.broker import BrokerLink
-from taskyard_api.sweeper import Sweeper
+from taskyard_api.submission.sweeper import Sweeper
 from taskyard_common.catalog import Catalog
 from taskyard_common.settings import AmqpSettings, DbSettings
 from taskyard_common.store import PostgresTaskStore

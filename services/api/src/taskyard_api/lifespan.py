@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from taskyard_api.broker import BrokerLink
-from taskyard_api.inserts import TaskInserter
-from taskyard_api.key_cache import CachedKeys
-from taskyard_api.published import PublishedMarker
 from taskyard_api.settings import ServiceSettings
-from taskyard_api.sweeper import Sweeper
-from taskyard_api.token_batches import BatchedBuckets
+from taskyard_api.submission.inserts import TaskInserter
+from taskyard_api.submission.published import PublishedMarker
+from taskyard_api.submission.sweeper import Sweeper
+from taskyard_api.submission.token_batches import BatchedBuckets
+from taskyard_api.tenancy.key_cache import CachedKeys
 from taskyard_common.catalog import Catalog, CatalogError, load_catalog
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.metrics import SUBMIT_REJECTED

@@ -13,13 +13,13 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import ValidationError
 
-from taskyard_api.body_limit import BodyLimitMiddleware
-from taskyard_api.handlers import InternalErrorMiddleware, install_exception_handlers
-from taskyard_api.http_metrics import HttpMetricsMiddleware
+from taskyard_api.http.body_limit import BodyLimitMiddleware
+from taskyard_api.http.errors import InternalErrorMiddleware, install_exception_handlers
+from taskyard_api.http.metrics import HttpMetricsMiddleware
+from taskyard_api.http.openapi import install_openapi
+from taskyard_api.http.problems import problem_responses
+from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan
-from taskyard_api.openapi import install_openapi
-from taskyard_api.problems import problem_responses
-from taskyard_api.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.routes import dead_letters, health, specialists, tasks
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.logging import configure_logging

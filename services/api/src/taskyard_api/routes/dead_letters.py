@@ -19,19 +19,9 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskyard_api.auth import Admin, Principal
-from taskyard_api.cursor import encode_cursor
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
-from taskyard_api.models import TaskDocument, task_path
-from taskyard_api.problems import (
-    BROKER_UNAVAILABLE,
-    NOT_FOUND,
-    QUEUE_FULL,
-    UNKNOWN_SPECIALIST,
-    ProblemException,
-    problem_responses,
-)
-from taskyard_api.request_params import (
+from taskyard_api.http.cursor import encode_cursor
+from taskyard_api.http.params import (
     CursorQuery,
     LimitQuery,
     NoNul,
@@ -41,6 +31,16 @@ from taskyard_api.request_params import (
     parse_task_id,
     require_json_body,
 )
+from taskyard_api.http.problems import (
+    BROKER_UNAVAILABLE,
+    NOT_FOUND,
+    QUEUE_FULL,
+    UNKNOWN_SPECIALIST,
+    ProblemException,
+    problem_responses,
+)
+from taskyard_api.models import TaskDocument, task_path
+from taskyard_api.tenancy.auth import Admin, Principal
 from taskyard_common.announce import announce
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.lifecycle import TaskStatus

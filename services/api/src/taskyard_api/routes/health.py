@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from taskyard_api.deps import ResourcesDep
-from taskyard_api.problems import NOT_READY, ProblemException, problem_responses
+from taskyard_api.http.problems import NOT_READY, ProblemException, problem_responses
 
 log = logging.getLogger(__name__)
 

@@ -13,25 +13,9 @@ from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from taskyard_api.auth import Principal, Reader, Submitter
-from taskyard_api.cursor import encode_cursor
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
-from taskyard_api.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader, replay, request_hash
-from taskyard_api.lifespan import Resources
-from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmission, task_path
-from taskyard_api.problems import (
-    NOT_FOUND,
-    RATE_LIMIT_HEADERS,
-    TASK_ALREADY_FINISHED,
-    TASK_NOT_COMPLETED,
-    UNKNOWN_SPECIALIST,
-    VALIDATION_ERROR,
-    FieldError,
-    ProblemException,
-    problem_responses,
-)
-from taskyard_api.rate_limit import take_submission_token
-from taskyard_api.request_params import (
+from taskyard_api.http.cursor import encode_cursor
+from taskyard_api.http.params import (
     CursorQuery,
     LimitQuery,
     NoNul,
@@ -42,6 +26,22 @@ from taskyard_api.request_params import (
     parse_task_id,
     require_json_body,
 )
+from taskyard_api.http.problems import (
+    NOT_FOUND,
+    RATE_LIMIT_HEADERS,
+    TASK_ALREADY_FINISHED,
+    TASK_NOT_COMPLETED,
+    UNKNOWN_SPECIALIST,
+    VALIDATION_ERROR,
+    FieldError,
+    ProblemException,
+    problem_responses,
+)
+from taskyard_api.lifespan import Resources
+from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmission, task_path
+from taskyard_api.submission.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader, replay, request_hash
+from taskyard_api.submission.rate_limit import take_submission_token
+from taskyard_api.tenancy.auth import Principal, Reader, Submitter
 from taskyard_common.announce import publish_then_mark
 from taskyard_common.catalog import Catalog
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, StoreUnavailable, Unroutable

@@ -11,8 +11,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from taskyard_api.problems import PROBLEM_MEDIA_TYPE
-from taskyard_api.request_id import HEADER as REQUEST_ID_HEADER
+from taskyard_api.http.problems import PROBLEM_MEDIA_TYPE
+from taskyard_api.http.request_id import HEADER as REQUEST_ID_HEADER
 
 _REF_PREFIX = "#/components/schemas/"
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from taskyard_api.problems import (
+from taskyard_api.http.problems import (
     BROKER_UNAVAILABLE,
     DATABASE_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -26,7 +26,7 @@ from taskyard_api.problems import (
     generic_problem,
     problem_response,
 )
-from taskyard_api.request_id import current_request_id, new_request_id
+from taskyard_api.http.request_id import current_request_id, new_request_id
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, StoreUnavailable, Unroutable
 
 log = logging.getLogger(__name__)

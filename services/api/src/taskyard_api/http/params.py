@@ -9,8 +9,8 @@ from uuid import UUID
 from fastapi import Path, Query, Request
 from pydantic import AfterValidator
 
-from taskyard_api.cursor import InvalidCursor, decode_cursor
-from taskyard_api.problems import (
+from taskyard_api.http.cursor import InvalidCursor, decode_cursor
+from taskyard_api.http.problems import (
     NOT_FOUND,
     UNSUPPORTED_MEDIA_TYPE,
     VALIDATION_ERROR,

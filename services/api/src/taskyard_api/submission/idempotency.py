@@ -15,8 +15,8 @@ from typing import Annotated
 
 from fastapi import Header, Response
 
+from taskyard_api.http.problems import IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED, ProblemException
 from taskyard_api.models import TaskDocument, TaskSubmission, task_path
-from taskyard_api.problems import IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED, ProblemException
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.store import IdempotentCreate
 
