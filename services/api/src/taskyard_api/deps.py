@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from taskyard_api.broker import BrokerLink
+from taskyard_api.bus import BusLink
 from taskyard_api.lifespan import Resources
 from taskyard_api.settings import ServiceSettings
 from taskyard_common.catalog import Catalog
@@ -35,8 +35,8 @@ async def get_catalog(resources: ResourcesDep) -> Catalog:
     return resources.catalog
 
 
-async def get_broker(resources: ResourcesDep) -> BrokerLink:
-    return resources.broker
+async def get_bus(resources: ResourcesDep) -> BusLink:
+    return resources.bus
 
 
 async def get_topology(resources: ResourcesDep) -> Topology:
@@ -49,6 +49,6 @@ async def get_service_settings(resources: ResourcesDep) -> ServiceSettings:
 
 StoreDep = Annotated[TaskStore, Depends(get_store)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
-BrokerDep = Annotated[BrokerLink, Depends(get_broker)]
+BusDep = Annotated[BusLink, Depends(get_bus)]
 TopologyDep = Annotated[Topology, Depends(get_topology)]
 SettingsDep = Annotated[ServiceSettings, Depends(get_service_settings)]

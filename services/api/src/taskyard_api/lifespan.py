@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
-from taskyard_api.broker import BrokerLink
+from taskyard_api.bus import BusLink
 from taskyard_api.settings import ServiceSettings
 from taskyard_api.submission.inserts import TaskInserter
 from taskyard_api.submission.published import PublishedMarker
@@ -37,7 +37,7 @@ class Resources:
     catalog: Catalog
     topology: Topology
     store: TaskStore
-    broker: BrokerLink
+    bus: BusLink
     # Share the task store's connection pool (closed with it).
     keys: CachedKeys
     limits: BatchedBuckets
@@ -51,7 +51,7 @@ def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyn
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # A broken catalog or an unreachable database stops the start (the orchestrator retries);
-        # an unreachable broker does not: the API serves reads and answers 503 to submissions meanwhile.
+        # an unreachable RabbitMQ does not: the API serves reads and answers 503 to submissions meanwhile.
         topology = Topology(settings.amqp.prefix)
         for reason in REJECT_REASONS:
             SUBMIT_REJECTED.labels(reason)
@@ -71,29 +71,29 @@ def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyn
             published.start()
             inserts = TaskInserter(store)
             stack.push_async_callback(inserts.close)
-            broker = BrokerLink(
+            bus = BusLink(
                 settings.amqp,
                 topology,
                 catalog.names,
                 retry_max_seconds=settings.api.broker_retry_max_seconds,
             )
-            stack.push_async_callback(broker.close)
-            broker.start()
+            stack.push_async_callback(bus.close)
+            bus.start()
             sweeper = Sweeper(
                 store,
-                broker,
+                bus,
                 topology,
                 interval_seconds=settings.api.sweeper_interval_seconds,
                 grace_seconds=settings.api.sweeper_grace_seconds,
                 idempotency_retention_seconds=settings.api.idempotency_retention_seconds,
             )
-            # Closed first (callbacks run in reverse): it uses the broker and the store.
+            # Closed first (callbacks run in reverse): it uses the bus link and the store.
             stack.push_async_callback(sweeper.close)
             sweeper.start()
             keys = CachedKeys(KeyStore(store.pool), ttl_seconds=settings.api.auth_cache_seconds)
             limits = BatchedBuckets(RateLimitStore(store.pool))
             app.state.resources = Resources(
-                settings, catalog, topology, store, broker, keys, limits, published, inserts
+                settings, catalog, topology, store, bus, keys, limits, published, inserts
             )
             if not settings.api.auth_enabled:
                 log.warning(

@@ -1,4 +1,4 @@
-"""``/v1/dead-letters``: the tasks whose message the broker gave up on, to replay or discard.
+"""``/v1/dead-letters``: the tasks whose message RabbitMQ gave up on, to replay or discard.
 
 The broker agent records each dead letter; here an operator lists them, replays one (the task runs again,
 optionally on another specialist) or discards it (the task stays ``dead_lettered``). These routes become
@@ -208,7 +208,7 @@ async def replay_dead_letter(
     retry_after = {"Retry-After": str(resources.settings.retry_after_seconds)}
     try:
         # Known to be down: leave the dead letter as it is rather than replay and hope.
-        publisher = resources.broker.publisher
+        publisher = resources.bus.publisher
     except BrokerUnavailable:
         raise ProblemException(
             BROKER_UNAVAILABLE("The message broker is unavailable; the dead letter was not replayed."),

@@ -45,7 +45,7 @@ async def readyz(resources: ResourcesDep) -> Readiness:
         # A probe must answer, whatever the failure; the log gets the kind, never the URL.
         log.warning("readiness: database check failed: %s", type(exc).__name__)
         unavailable.append("database")
-    if not resources.broker.connected:
+    if not resources.bus.connected:
         unavailable.append("broker")
     if unavailable:
         raise ProblemException(NOT_READY(f"Unavailable: {', '.join(unavailable)}.", unavailable=unavailable))

@@ -1,6 +1,6 @@
 """``/v1/tasks``: submit a task, read it, read its result, list tasks, cancel a task.
 
-A submission is stored first and announced second, and answers 202 only once the broker confirmed the
+A submission is stored first and announced second, and answers 202 only once RabbitMQ confirmed the
 announcement. When the announcement fails the row is discarded before answering 503, so a client that was
 told "not accepted" never finds the task running later.
 """
@@ -153,7 +153,7 @@ async def submit_task(
     principal: Submitter,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Any:
-    catalog, store, broker = resources.catalog, resources.store, resources.broker
+    catalog, store, bus = resources.catalog, resources.store, resources.bus
     limit_headers = await take_submission_token(resources, principal.tenant)
     response.headers.update(limit_headers)
     if submission.specialist is not None and catalog.get(submission.specialist) is None:
@@ -166,7 +166,7 @@ async def submit_task(
     check_input_size(submission.input, resources.settings)
     try:
         # Known to be down: refuse before storing anything rather than insert and delete.
-        publisher = broker.publisher
+        publisher = bus.publisher
     except BrokerUnavailable:
         SUBMIT_REJECTED.labels("broker_unavailable").inc()
         raise
@@ -316,7 +316,7 @@ async def cancel_task(
 async def _tell_workers(resources: Resources, task_id: UUID) -> None:
     """Best effort: the request is committed, and each worker's heartbeat reads it anyway."""
     try:
-        await resources.broker.publisher.publish(
+        await resources.bus.publisher.publish(
             resources.topology.control_exchange, "", ControlMessage(task_id=task_id)
         )
     except Unroutable:

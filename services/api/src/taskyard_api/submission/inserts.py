@@ -7,7 +7,7 @@ taking everything queued (up to ``max_batch`` rows) when it starts. A lone reque
 before: the batches only grow when requests arrive faster than an insert completes, so no latency is added
 to wait for company.
 
-Each request still gets its own committed row before it publishes, and a 202 only after the broker confirmed
+Each request still gets its own committed row before it publishes, and a 202 only after RabbitMQ confirmed
 that publish: what the client is told does not change. A batch that fails for a reason other than the
 database being away (which refuses them all, 503, as before) is retried row by row, so one bad row can
 only fail its own request. A request that gave up (client gone) before its batch started is left out.

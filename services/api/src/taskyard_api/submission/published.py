@@ -1,6 +1,6 @@
 """Write-behind of ``published_at`` for confirmed submissions: many rows marked in one statement.
 
-A submission answers 202 once the broker confirmed its intake message; recording that confirm in the row
+A submission answers 202 once RabbitMQ confirmed its intake message; recording that confirm in the row
 (``published_at``) only tells the sweeper to leave the row alone. Doing it inline cost every submission a
 second statement and a second commit, about a third of its database work. Instead the confirmed ids are
 queued here and a background task marks them in batches (``UPDATE ... WHERE id = ANY($1)``), at most

@@ -28,7 +28,7 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 
-from taskyard_api.broker import BrokerLink
+from taskyard_api.bus import BusLink
 from taskyard_common.announce import announce
 from taskyard_common.errors import NotAnnounceable, TaskyardError
 from taskyard_common.messages import utcnow
@@ -44,7 +44,7 @@ class Sweeper:
     def __init__(
         self,
         store: TaskStore,
-        broker: BrokerLink,
+        bus: BusLink,
         topology: Topology,
         *,
         interval_seconds: float,
@@ -52,7 +52,7 @@ class Sweeper:
         idempotency_retention_seconds: float = 86400.0,
     ) -> None:
         self._store = store
-        self._broker = broker
+        self._bus = bus
         self._topology = topology
         self._interval = interval_seconds
         self._grace = timedelta(seconds=grace_seconds)
@@ -70,7 +70,7 @@ class Sweeper:
 
     async def sweep_once(self) -> int:
         """Publish one batch of each kind of orphan; returns how many were published."""
-        if not self._broker.connected:
+        if not self._bus.connected:
             return 0
         published = 0
         for task in await self._store.unpublished(older_than=utcnow() - self._grace, limit=BATCH_SIZE):
@@ -89,7 +89,7 @@ class Sweeper:
 
     async def _publish(self, task: TaskRecord) -> bool:
         try:
-            await announce(self._broker.publisher, self._topology, task, self._store.mark_published)
+            await announce(self._bus.publisher, self._topology, task, self._store.mark_published)
         except (ValidationError, NotAnnounceable) as exc:
             # Written by something other than this API's validated paths: never publishable.
             log.error("task %s cannot be announced (%s); skipping", task.id, type(exc).__name__)
@@ -102,7 +102,7 @@ class Sweeper:
                 await self.expire_keys_once()
                 await self.sweep_once()
             except TaskyardError as exc:
-                # Broker or database away, or the queue full: the rows stay and the next round retries.
+                # RabbitMQ or the database away, or the queue full: the rows stay and the next round retries.
                 log.warning("sweep interrupted: %s", exc)
             except Exception:
                 log.exception("sweep failed")

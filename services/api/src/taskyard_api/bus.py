@@ -27,7 +27,7 @@ CONNECTION_NAME = "taskyard-api"
 _FIRST_RETRY_SECONDS = 0.5
 
 
-class BrokerLink:
+class BusLink:
     def __init__(
         self,
         settings: AmqpSettings,
@@ -47,7 +47,7 @@ class BrokerLink:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._establish(), name="taskyard-api broker link")
+        self._task = asyncio.create_task(self._establish(), name="taskyard-api bus link")
 
     @property
     def connected(self) -> bool:
