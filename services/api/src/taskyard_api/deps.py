@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from taskyard_api.bus import BusLink
-from taskyard_api.lifespan import Resources
+from taskyard_api.resources import Resources
 from taskyard_api.settings import ServiceSettings
 from taskyard_common.catalog import Catalog
 from taskyard_common.store import TaskStore

@@ -37,8 +37,8 @@ from taskyard_api.http.problems import (
     ProblemException,
     problem_responses,
 )
-from taskyard_api.lifespan import Resources
 from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmission, task_path
+from taskyard_api.resources import Resources
 from taskyard_api.submission.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader, replay, request_hash
 from taskyard_api.submission.rate_limit import take_submission_token
 from taskyard_api.tenancy.auth import Principal, Reader, Submitter
