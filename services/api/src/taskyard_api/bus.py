@@ -51,21 +51,19 @@ class BusLink:
 
     @property
     def connected(self) -> bool:
+        return self._publisher is not None and self._connection_up()
+
+    def _connection_up(self) -> bool:
         connection = self._connection
-        return (
-            self._publisher is not None
-            and connection is not None
-            and not connection.is_closed
-            and connection.connected.is_set()
-        )
+        return connection is not None and not connection.is_closed and connection.connected.is_set()
 
     @property
     def publisher(self) -> Publisher:
         """The confirm-channel publisher; raises ``BrokerUnavailable`` at once while disconnected."""
-        if not self.connected:
+        publisher = self._publisher
+        if publisher is None or not self._connection_up():
             raise BrokerUnavailable("not connected to RabbitMQ")
-        assert self._publisher is not None
-        return self._publisher
+        return publisher
 
     async def _establish(self) -> None:
         delay = _FIRST_RETRY_SECONDS

@@ -13,7 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from taskyard_api.http.body_limit import BodyLimitMiddleware
-from taskyard_api.http.errors import InternalErrorMiddleware, install_exception_handlers
+from taskyard_api.http.errors import InternalErrorMiddleware, exception_handlers
 from taskyard_api.http.metrics import HttpMetricsMiddleware
 from taskyard_api.http.openapi import install_openapi
 from taskyard_api.http.problems import problem_responses
@@ -79,8 +79,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         responses=problem_responses(500),
         redoc_url=None,
         openapi_tags=TAGS,
+        exception_handlers=exception_handlers(settings.retry_after_seconds),
     )
-    install_exception_handlers(app, settings.retry_after_seconds)
     app.include_router(tasks.router)
     app.include_router(dead_letters.router)
     app.include_router(specialists.router)

@@ -44,9 +44,11 @@ def install_openapi(app: FastAPI) -> None:
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            _file_problems(generate())
-        assert app.openapi_schema is not None
-        return app.openapi_schema
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()  # also kept as ``app.openapi_schema``: filed once, served as filed
+        _file_problems(schema)
+        return schema
 
+    # Replacing the method is FastAPI's documented way to extend the schema; mypy refuses any assignment.
     app.openapi = openapi  # type: ignore[method-assign]

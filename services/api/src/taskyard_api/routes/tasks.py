@@ -191,9 +191,8 @@ async def submit_task(
                 request_hash=wanted,
                 retention_seconds=resources.settings.api.idempotency_retention_seconds,
             )
-            if not found.created:
+            if not found.created or found.record is None:
                 return replay(found, wanted, response)
-            assert found.record is not None
             record = found.record
     except StoreUnavailable:
         SUBMIT_REJECTED.labels("database_unavailable").inc()
