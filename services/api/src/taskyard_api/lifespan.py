@@ -10,12 +10,10 @@ from fastapi import FastAPI
 
 from taskyard_api.resources import Resources
 from taskyard_api.settings import ServiceSettings
+from taskyard_api.submission.submit import REJECT_REASONS
 from taskyard_common.metrics import SUBMIT_REJECTED
 
 log = logging.getLogger(__name__)
-
-# Why a submission was refused: the bounded label set of ``taskyard_submit_rejected_total``.
-REJECT_REASONS = ("broker_unavailable", "queue_full", "unroutable", "database_unavailable")
 
 
 def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
