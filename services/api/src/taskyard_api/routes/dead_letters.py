@@ -1,11 +1,12 @@
 """``/v1/dead-letters``: the tasks whose message RabbitMQ gave up on, to replay or discard.
 
 The broker agent records each dead letter; here an operator lists them, replays one (the task runs again,
-optionally on another specialist) or discards it (the task stays ``dead_lettered``). These routes become
+optionally on another specialist) or discards it (the task stays ``dead_lettered``). These routes are
 admin-only, and an admin sees only its own tenant's.
 
 A replay is committed first and published second. When the publish fails the answer is 503, but the replay
-stands: the task's ``published_at`` stays empty and the sweeper publishes it after its grace period.
+stands: the task's ``published_at`` stays empty, and after a grace period the API's sweeper announces a
+``pending`` one, the broker agent's reaper a ``queued`` one.
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ async def replay_dead_letter(
     try:
         await announce(publisher, resources.topology, record, resources.store.mark_published)
     except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
-        log.warning("replayed task %s not published (%s); the sweeper will publish it", record.id, exc)
+        log.warning("replayed task %s not published (%s); announced after the grace period", record.id, exc)
         kind = QUEUE_FULL if isinstance(exc, PublishRejected) else BROKER_UNAVAILABLE
         api = resources.settings.api
         detail = (

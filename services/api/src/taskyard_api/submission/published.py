@@ -1,12 +1,12 @@
 """Write-behind of ``published_at`` for confirmed submissions: many rows marked in one statement.
 
 A submission answers 202 once RabbitMQ confirmed its intake message; recording that confirm in the row
-(``published_at``) only tells the sweeper to leave the row alone. Doing it inline cost every submission a
-second statement and a second commit, about a third of its database work. Instead the confirmed ids are
-queued here and a round every ``flush_interval`` marks them in batches (``UPDATE ... WHERE id = ANY($1)``):
-at most that long after the confirm, and the confirms of concurrent submissions share one statement.
+(``published_at``) only tells the sweeper to leave the row alone, so it need not cost every submission a
+second statement and a second commit before its answer. Instead the confirmed ids are queued here and a
+round every ``flush_interval`` marks them in batches (``UPDATE ... WHERE id = ANY($1)``): at most that
+long after the confirm, and the confirms of concurrent submissions share one statement.
 
-What a lost batch costs (the process dies, or the database is away longer than the retries): rows keep
+What a lost batch costs (the process dies, or the database is away until it stops): rows keep
 ``published_at`` NULL, so after its grace period the sweeper announces them once more. That duplicate is
 harmless: routing a task is one conditional update that applies only once. The grace period is many
 flush intervals long, so a live process never lets the sweeper overtake it.
