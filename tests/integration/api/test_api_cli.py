@@ -80,3 +80,30 @@ async def test_the_api_serves_from_its_console_script(
     assert code in (0, -signal.SIGTERM), service.log_tail()
     log = service.log_tail(200)
     assert "Application shutdown complete" in log and "Traceback" not in log
+
+
+def test_the_api_exits_2_on_bad_configuration_and_1_without_its_database(catalog_path: Path, tmp_path: Path):
+    secret = "s3cr3t-pw"
+    unreachable = f"postgresql://taskyard:{secret}@127.0.0.1:{free_port()}/db"
+    port = str(free_port())
+
+    invalid = run(["taskyard-api"], {"TASKYARD_API_PORT": "not-a-port", "TASKYARD_DB_URL": unreachable})
+    assert invalid.returncode == 2
+    assert "invalid configuration" in invalid.stderr and "port" in invalid.stderr
+
+    broken = run(
+        ["taskyard-api", "--port", port],
+        {"TASKYARD_CATALOG_PATH": str(tmp_path / "missing.yaml"), "TASKYARD_DB_URL": unreachable},
+    )
+    assert broken.returncode == 2, broken.stderr
+    assert "cannot start" in broken.stderr and "missing.yaml" in broken.stderr
+
+    no_database = run(
+        ["taskyard-api", "--port", port],
+        {"TASKYARD_CATALOG_PATH": str(catalog_path), "TASKYARD_DB_URL": unreachable},
+    )
+    assert no_database.returncode == 1, no_database.stderr
+    assert "StoreUnavailable" in no_database.stderr
+    for done in (invalid, broken, no_database):
+        output = done.stdout + done.stderr
+        assert secret not in output and "postgresql://" not in output

@@ -8,8 +8,8 @@ import uuid
 import asyncpg
 import httpx
 
-from taskyard_api.broker import BrokerLink
-from taskyard_api.sweeper import Sweeper
+from taskyard_api.bus import BusLink
+from taskyard_api.submission.sweeper import Sweeper
 from taskyard_common.catalog import Catalog
 from taskyard_common.settings import AmqpSettings, DbSettings
 from taskyard_common.store import PostgresTaskStore
@@ -104,7 +104,7 @@ async def test_an_expired_key_names_a_new_task(
     topology = Topology(amqp_settings.prefix)
     sweeper = Sweeper(
         store,
-        BrokerLink(amqp_settings, topology, catalog.names),  # never started: only the keys are swept
+        BusLink(amqp_settings, topology, catalog.names),  # never started: only the keys are swept
         topology,
         interval_seconds=60,
         grace_seconds=60,

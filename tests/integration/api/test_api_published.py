@@ -8,8 +8,8 @@ import uuid
 import asyncpg
 import pytest
 
-from taskyard_api.inserts import TaskInserter
-from taskyard_api.published import PublishedMarker
+from taskyard_api.submission.inserts import TaskInserter
+from taskyard_api.submission.published import PublishedMarker
 from taskyard_common.store import NewTask, PostgresTaskStore, TaskRecord
 from taskyard_common.store.rate_limits import RateLimitStore
 from tests.integration.api.conftest import MakeSettings, created, serve

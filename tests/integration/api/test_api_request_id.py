@@ -10,7 +10,7 @@ import asyncpg
 import httpx
 import pytest
 
-from taskyard_api.request_id import RequestIdLogFilter
+from taskyard_api.http.request_id import RequestIdLogFilter
 from taskyard_common.settings import DbSettings
 from tests.integration.api.conftest import MakeSettings, assert_problem, serve
 

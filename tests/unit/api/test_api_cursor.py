@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from taskyard_api.cursor import InvalidCursor, decode_cursor, encode_cursor
+from taskyard_api.http.cursor import InvalidCursor, decode_cursor, encode_cursor
 
 
 @pytest.mark.parametrize(

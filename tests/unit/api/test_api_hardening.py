@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from taskyard_api.idempotency import request_hash
 from taskyard_api.models import TaskSubmission
-from taskyard_api.rate_limit import rate_limit_headers
+from taskyard_api.submission.idempotency import request_hash
+from taskyard_api.submission.rate_limit import rate_limit_headers
 from taskyard_common.store.keys import hash_secret, new_key, parse_key
 
 

@@ -1,6 +1,6 @@
 import json
 
-from taskyard_api.problems import (
+from taskyard_api.http.problems import (
     NOT_FOUND,
     PROBLEM_MEDIA_TYPE,
     TASK_NOT_COMPLETED,

@@ -1,106 +1,40 @@
-"""Everything the API holds open, created once at start and closed in ``finally``."""
+"""The application's lifespan: the resources open while it serves, reachable through ``deps``."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
-from taskyard_api.broker import BrokerLink
-from taskyard_api.inserts import TaskInserter
-from taskyard_api.key_cache import CachedKeys
-from taskyard_api.published import PublishedMarker
+from taskyard_api.resources import Resources
 from taskyard_api.settings import ServiceSettings
-from taskyard_api.sweeper import Sweeper
-from taskyard_api.token_batches import BatchedBuckets
-from taskyard_common.catalog import Catalog, CatalogError, load_catalog
-from taskyard_common.errors import StoreUnavailable
+from taskyard_api.submission.submit import REJECT_REASONS
 from taskyard_common.metrics import SUBMIT_REJECTED
-from taskyard_common.store import PostgresTaskStore, TaskStore
-from taskyard_common.store.keys import KeyStore
-from taskyard_common.store.rate_limits import RateLimitStore
-from taskyard_common.topology import Topology
 
 log = logging.getLogger(__name__)
 
-# Why a submission was refused: the bounded label set of ``taskyard_submit_rejected_total``.
-REJECT_REASONS = ("broker_unavailable", "queue_full", "unroutable", "database_unavailable")
-
-
-@dataclass(frozen=True)
-class Resources:
-    settings: ServiceSettings
-    catalog: Catalog
-    topology: Topology
-    store: TaskStore
-    broker: BrokerLink
-    # Share the task store's connection pool (closed with it).
-    keys: CachedKeys
-    limits: BatchedBuckets
-    # Marks confirmed submissions published, in batches.
-    published: PublishedMarker
-    # Stores concurrent submissions together.
-    inserts: TaskInserter
-
 
 def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    @contextlib.asynccontextmanager
+    @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # A broken catalog or an unreachable database stops the start (the orchestrator retries);
-        # an unreachable broker does not: the API serves reads and answers 503 to submissions meanwhile.
-        topology = Topology(settings.amqp.prefix)
         for reason in REJECT_REASONS:
             SUBMIT_REJECTED.labels(reason)
-        async with contextlib.AsyncExitStack() as stack:
+        async with AsyncExitStack() as stack:
             try:
-                catalog = load_catalog(settings.catalog.path)
-                store = await PostgresTaskStore.open(settings.db)
-            except (CatalogError, StoreUnavailable) as exc:
-                # One readable line before the server's traceback; neither message holds a URL or secret.
-                log.error("cannot start: %s", exc)
+                resources = await stack.enter_async_context(Resources.open(settings))
+            except Exception as exc:
+                # The server only logs a failed start; ``main`` turns its cause into the exit code.
+                app.state.start_error = exc
                 raise
-            stack.push_async_callback(store.close)
-            published = PublishedMarker(store, flush_interval=settings.api.published_flush_seconds)
-            # Closed after the sweeper and the server (callbacks run in reverse), before the store: its last
-            # flush marks what the final requests queued.
-            stack.push_async_callback(published.close)
-            published.start()
-            inserts = TaskInserter(store)
-            stack.push_async_callback(inserts.close)
-            broker = BrokerLink(
-                settings.amqp,
-                topology,
-                catalog.names,
-                retry_max_seconds=settings.api.broker_retry_max_seconds,
-            )
-            stack.push_async_callback(broker.close)
-            broker.start()
-            sweeper = Sweeper(
-                store,
-                broker,
-                topology,
-                interval_seconds=settings.api.sweeper_interval_seconds,
-                grace_seconds=settings.api.sweeper_grace_seconds,
-                idempotency_retention_seconds=settings.api.idempotency_retention_seconds,
-            )
-            # Closed first (callbacks run in reverse): it uses the broker and the store.
-            stack.push_async_callback(sweeper.close)
-            sweeper.start()
-            keys = CachedKeys(KeyStore(store.pool), ttl_seconds=settings.api.auth_cache_seconds)
-            limits = BatchedBuckets(RateLimitStore(store.pool))
-            app.state.resources = Resources(
-                settings, catalog, topology, store, broker, keys, limits, published, inserts
-            )
+            app.state.resources = resources
             if not settings.api.auth_enabled:
                 log.warning(
                     "authentication is DISABLED (TASKYARD_API_AUTH_ENABLED=false): every request acts as an "
                     "admin of tenant 'default'. Never run like this outside local development."
                 )
-            log.info("taskyard-api started with %d specialists", len(catalog.names))
+            log.info("taskyard-api started with %d specialists", len(resources.catalog.names))
             try:
                 yield
             finally:

@@ -11,18 +11,17 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
-from pydantic import ValidationError
 
-from taskyard_api.body_limit import BodyLimitMiddleware
-from taskyard_api.handlers import InternalErrorMiddleware, install_exception_handlers
-from taskyard_api.http_metrics import HttpMetricsMiddleware
+from taskyard_api.http.body_limit import BodyLimitMiddleware
+from taskyard_api.http.errors import InternalErrorMiddleware, exception_handlers
+from taskyard_api.http.metrics import HttpMetricsMiddleware
+from taskyard_api.http.openapi import install_openapi
+from taskyard_api.http.problems import problem_responses
+from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan
-from taskyard_api.openapi import install_openapi
-from taskyard_api.problems import problem_responses
-from taskyard_api.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.routes import dead_letters, health, specialists, tasks
 from taskyard_api.settings import ServiceSettings, get_settings
-from taskyard_common.logging import configure_logging
+from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
 SERVICE = "taskyard-api"
 
@@ -62,8 +61,7 @@ def _version() -> str:
 
 def _without_native_telemetry() -> dict[str, Any]:
     """FastAPI's own OpenTelemetry switched off where this FastAPI has it: taskyard configures no OTel
-    provider (its metrics are Prometheus), yet the check for one ran on every request, reading the
-    environment each time: 3-4% of a submission's CPU in its profile."""
+    provider (its metrics are Prometheus), yet the check for one reads the environment on every request."""
     if "telemetry" not in inspect.signature(FastAPI.__init__).parameters:
         return {}
     return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
@@ -80,8 +78,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         responses=problem_responses(500),
         redoc_url=None,
         openapi_tags=TAGS,
+        exception_handlers=exception_handlers(settings.retry_after_seconds),
     )
-    install_exception_handlers(app, settings.retry_after_seconds)
     app.include_router(tasks.router)
     app.include_router(dead_letters.router)
     app.include_router(specialists.router)
@@ -103,12 +101,7 @@ def _port(text: str) -> int:
     return port
 
 
-def _describe(exc: ValidationError) -> str:
-    # Names and reasons only: the offending values may be credentials.
-    return "\n".join(f"  {'.'.join(map(str, e['loc'])) or '<settings>'}: {e['msg']}" for e in exc.errors())
-
-
-def main(argv: Sequence[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=SERVICE,
         description="Serve taskyard's REST API: submit tasks, read their status and results.",
@@ -117,21 +110,45 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--host", help="address to listen on (default: TASKYARD_API_HOST, 127.0.0.1)")
     parser.add_argument("--port", type=_port, help="port to listen on (default: TASKYARD_API_PORT, 8000)")
-    args = parser.parse_args(argv)
-    try:
-        settings = get_settings()
-    except ValidationError as exc:
-        print(f"{SERVICE}: invalid configuration:\n{_describe(exc)}", file=sys.stderr)
-        sys.exit(2)
-    overrides = {key: value for key, value in (("host", args.host), ("port", args.port)) if value is not None}
+    return parser
+
+
+def _settings(host: str | None, port: int | None) -> ServiceSettings:
+    settings = get_settings()
+    overrides = {key: value for key, value in (("host", host), ("port", port)) if value is not None}
     if overrides:
         settings = settings.model_copy(update={"api": settings.api.model_copy(update=overrides)})
-    configure_logging(settings.log, SERVICE, filters=[RequestIdLogFilter()])
-    uvicorn.run(
-        create_app(settings),
+    return settings
+
+
+def serve(settings: ServiceSettings) -> None:
+    """Serve until SIGTERM or SIGINT. A failed start raises its cause (a broken catalog, the database
+    away), which ``run_service`` turns into the exit code."""
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
         host=settings.api.host,
         port=settings.api.port,
         log_config=None,  # keep configure_logging's handlers
         server_header=False,
         lifespan="on",
+    )
+    try:
+        uvicorn.Server(config).run()
+    except SystemExit:
+        # uvicorn logged the failed start and exits 3; the shared exit codes say why instead.
+        start_error = getattr(app.state, "start_error", None)
+        if isinstance(start_error, Exception):
+            raise start_error from None
+        sys.exit(EXIT_UNAVAILABLE)  # it could not listen
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    run_service(
+        SERVICE,
+        load_settings=lambda: _settings(args.host, args.port),
+        log_settings=lambda settings: settings.log,
+        run=serve,
+        log_filters=[RequestIdLogFilter()],
     )

@@ -32,11 +32,11 @@ class ApiSettings(BaseSettings):
     sweeper_interval_seconds: float = Field(default=10.0, gt=0)
     sweeper_grace_seconds: float = Field(default=30.0, gt=0)
     # A confirmed submission's ``published_at`` is written behind, in batches, within this many seconds
-    # (see published.py); far below the sweeper's grace, so the sweeper never overtakes a live process.
+    # (see submission/published.py); far below the sweeper's grace, so the sweeper never overtakes a live process.
     published_flush_seconds: float = Field(default=0.05, gt=0, le=5)
     default_page_size: int = Field(default=50, ge=1, le=PAGE_SIZE_CEILING)
     max_page_size: int = Field(default=PAGE_SIZE_CEILING, ge=1, le=PAGE_SIZE_CEILING)
-    # Cap of the exponential backoff between broker connection attempts before the first success
+    # Cap of the exponential backoff between RabbitMQ connection attempts before the first success
     # (afterwards aio-pika's robust connection reconnects on its own).
     broker_retry_max_seconds: float = Field(default=30.0, gt=0)
     # /readyz must answer quickly even when the database hangs.

@@ -1,11 +1,12 @@
-"""``/v1/dead-letters``: the tasks whose message the broker gave up on, to replay or discard.
+"""``/v1/dead-letters``: the tasks whose message RabbitMQ gave up on, to replay or discard.
 
 The broker agent records each dead letter; here an operator lists them, replays one (the task runs again,
-optionally on another specialist) or discards it (the task stays ``dead_lettered``). These routes become
+optionally on another specialist) or discards it (the task stays ``dead_lettered``). These routes are
 admin-only, and an admin sees only its own tenant's.
 
 A replay is committed first and published second. When the publish fails the answer is 503, but the replay
-stands: the task's ``published_at`` stays empty and the sweeper publishes it after its grace period.
+stands: the task's ``published_at`` stays empty, and after a grace period the API's sweeper announces a
+``pending`` one, the broker agent's reaper a ``queued`` one.
 """
 
 from __future__ import annotations
@@ -19,19 +20,9 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskyard_api.auth import Admin, Principal
-from taskyard_api.cursor import encode_cursor
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
-from taskyard_api.models import TaskDocument, task_path
-from taskyard_api.problems import (
-    BROKER_UNAVAILABLE,
-    NOT_FOUND,
-    QUEUE_FULL,
-    UNKNOWN_SPECIALIST,
-    ProblemException,
-    problem_responses,
-)
-from taskyard_api.request_params import (
+from taskyard_api.http.cursor import encode_cursor
+from taskyard_api.http.params import (
     CursorQuery,
     LimitQuery,
     NoNul,
@@ -41,6 +32,16 @@ from taskyard_api.request_params import (
     parse_task_id,
     require_json_body,
 )
+from taskyard_api.http.problems import (
+    BROKER_UNAVAILABLE,
+    NOT_FOUND,
+    QUEUE_FULL,
+    UNKNOWN_SPECIALIST,
+    ProblemException,
+    problem_responses,
+)
+from taskyard_api.models import TaskDocument, task_path
+from taskyard_api.tenancy.auth import Admin, Principal
 from taskyard_common.announce import announce
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.lifecycle import TaskStatus
@@ -208,7 +209,7 @@ async def replay_dead_letter(
     retry_after = {"Retry-After": str(resources.settings.retry_after_seconds)}
     try:
         # Known to be down: leave the dead letter as it is rather than replay and hope.
-        publisher = resources.broker.publisher
+        publisher = resources.bus.publisher
     except BrokerUnavailable:
         raise ProblemException(
             BROKER_UNAVAILABLE("The message broker is unavailable; the dead letter was not replayed."),
@@ -220,7 +221,7 @@ async def replay_dead_letter(
     try:
         await announce(publisher, resources.topology, record, resources.store.mark_published)
     except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
-        log.warning("replayed task %s not published (%s); the sweeper will publish it", record.id, exc)
+        log.warning("replayed task %s not published (%s); announced after the grace period", record.id, exc)
         kind = QUEUE_FULL if isinstance(exc, PublishRejected) else BROKER_UNAVAILABLE
         api = resources.settings.api
         detail = (

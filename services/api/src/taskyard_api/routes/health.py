@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from taskyard_api.deps import ResourcesDep
-from taskyard_api.problems import NOT_READY, ProblemException, problem_responses
+from taskyard_api.http.problems import NOT_READY, ProblemException, problem_responses
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ async def readyz(resources: ResourcesDep) -> Readiness:
         # A probe must answer, whatever the failure; the log gets the kind, never the URL.
         log.warning("readiness: database check failed: %s", type(exc).__name__)
         unavailable.append("database")
-    if not resources.broker.connected:
+    if not resources.bus.connected:
         unavailable.append("broker")
     if unavailable:
         raise ProblemException(NOT_READY(f"Unavailable: {', '.join(unavailable)}.", unavailable=unavailable))

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from taskyard_api.auth import Reader
 from taskyard_api.deps import CatalogDep
-from taskyard_api.problems import problem_responses
+from taskyard_api.http.problems import problem_responses
+from taskyard_api.tenancy.auth import Reader
 
 router = APIRouter(prefix="/v1/specialists", tags=["specialists"], responses=problem_responses(401))
 

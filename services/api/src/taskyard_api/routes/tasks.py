@@ -1,54 +1,45 @@
 """``/v1/tasks``: submit a task, read it, read its result, list tasks, cancel a task.
 
-A submission is stored first and announced second, and answers 202 only once the broker confirmed the
-announcement. When the announcement fails the row is discarded before answering 503, so a client that was
-told "not accepted" never finds the task running later.
+A submission goes through ``submission.submit``; these handlers turn its outcome into the answer.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Annotated, Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from taskyard_api.auth import Principal, Reader, Submitter
-from taskyard_api.cursor import encode_cursor
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
-from taskyard_api.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader, replay, request_hash
-from taskyard_api.lifespan import Resources
-from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmission, task_path
-from taskyard_api.problems import (
-    NOT_FOUND,
-    RATE_LIMIT_HEADERS,
-    TASK_ALREADY_FINISHED,
-    TASK_NOT_COMPLETED,
-    UNKNOWN_SPECIALIST,
-    VALIDATION_ERROR,
-    FieldError,
-    ProblemException,
-    problem_responses,
-)
-from taskyard_api.rate_limit import take_submission_token
-from taskyard_api.request_params import (
+from taskyard_api.http.cursor import encode_cursor
+from taskyard_api.http.params import (
     CursorQuery,
     LimitQuery,
     NoNul,
     TaskIdPath,
-    check_input_size,
     page_after,
     page_size,
     parse_task_id,
     require_json_body,
 )
-from taskyard_common.announce import publish_then_mark
-from taskyard_common.catalog import Catalog
-from taskyard_common.errors import BrokerUnavailable, PublishRejected, StoreUnavailable, Unroutable
+from taskyard_api.http.problems import (
+    NOT_FOUND,
+    RATE_LIMIT_HEADERS,
+    TASK_ALREADY_FINISHED,
+    TASK_NOT_COMPLETED,
+    ProblemException,
+    problem_responses,
+)
+from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmission, task_path
+from taskyard_api.resources import Resources
+from taskyard_api.submission.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader
+from taskyard_api.submission.submit import submit
+from taskyard_api.tenancy.auth import Principal, Reader, Submitter
+from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import ControlMessage, IntakeMessage
-from taskyard_common.metrics import SUBMIT_REJECTED, TASKS_SUBMITTED
-from taskyard_common.store import NewTask, TaskRecord, TaskStore
+from taskyard_common.messages import ControlMessage
+from taskyard_common.store import TaskRecord, TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -61,48 +52,6 @@ async def _get_task(store: TaskStore, task_id: str, principal: Principal) -> Tas
     if record is None or not principal.owns(record.tenant):
         raise ProblemException(NOT_FOUND("No task with this id."))
     return record
-
-
-async def _discard(store: TaskStore, task_id: UUID) -> None:
-    try:
-        await store.discard_unpublished(task_id)
-    except StoreUnavailable:
-        # The one case where "not stored" cannot be kept: the sweeper announces the row after its grace.
-        log.error("could not discard unannounced task %s: database unavailable", task_id)
-
-
-def _check_timeout(submission: TaskSubmission, catalog: Catalog) -> None:
-    """``timeout_seconds`` may not exceed what the specialist (or, unrouted, any specialist) allows."""
-    if submission.timeout_seconds is None:
-        return
-    spec = catalog.get(submission.specialist) if submission.specialist is not None else None
-    if spec is not None:
-        ceiling, whose = spec.max_timeout_seconds, f"max_timeout_seconds of {spec.name!r}"
-    else:
-        ceiling = max(s.max_timeout_seconds for s in catalog.specialists)
-        whose = "the largest max_timeout_seconds in the catalog"
-    if submission.timeout_seconds > ceiling:
-        raise ProblemException(
-            VALIDATION_ERROR(
-                f"timeout_seconds may be at most {ceiling:g} ({whose}).",
-                errors=[
-                    FieldError(
-                        loc=["body", "timeout_seconds"],
-                        msg=f"Input should be less than or equal to {ceiling:g}",
-                        type="less_than_equal",
-                    )
-                ],
-            )
-        )
-
-
-def _reject_reason(exc: Exception) -> str:
-    """The ``reason`` label of ``taskyard_submit_rejected_total`` (pre-initialised in the lifespan)."""
-    if isinstance(exc, PublishRejected):
-        return "queue_full"
-    if isinstance(exc, Unroutable):
-        return "unroutable"
-    return "broker_unavailable"
 
 
 @router.post(
@@ -153,69 +102,19 @@ async def submit_task(
     principal: Submitter,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Any:
-    catalog, store, broker = resources.catalog, resources.store, resources.broker
-    limit_headers = await take_submission_token(resources, principal.tenant)
-    response.headers.update(limit_headers)
-    if submission.specialist is not None and catalog.get(submission.specialist) is None:
-        raise ProblemException(
-            UNKNOWN_SPECIALIST(
-                f"There is no specialist named {submission.specialist!r}.", known_specialists=catalog.names
-            )
-        )
-    _check_timeout(submission, catalog)
-    check_input_size(submission.input, resources.settings)
-    try:
-        # Known to be down: refuse before storing anything rather than insert and delete.
-        publisher = broker.publisher
-    except BrokerUnavailable:
-        SUBMIT_REJECTED.labels("broker_unavailable").inc()
-        raise
-    new_task = NewTask(
-        id=uuid4(),
-        input=submission.input,
-        metadata=submission.metadata,
-        requested_specialist=submission.specialist,
-        deadline=submission.deadline,
-        timeout_seconds=submission.timeout_seconds,
-        tenant=principal.tenant,
-    )
-    try:
-        if idempotency_key is None:
-            record = await resources.inserts.create(new_task)
-        else:
-            # The key and the task commit together: a concurrent duplicate finds this task, never makes one.
-            wanted = request_hash(submission)
-            found = await store.create_idempotent(
-                new_task,
-                key=idempotency_key,
-                request_hash=wanted,
-                retention_seconds=resources.settings.api.idempotency_retention_seconds,
-            )
-            if not found.created:
-                return replay(found, wanted, response)
-            assert found.record is not None
-            record = found.record
-    except StoreUnavailable:
-        SUBMIT_REJECTED.labels("database_unavailable").inc()
-        raise
-    # Without a key the confirm is marked behind, in batches (lost, the sweeper announces the task once more
-    # later, and routing applies only once); with one inline: a retry with the same key must find the task
-    # marked, or it would be told "in use" (409).
-    mark = resources.published.mark_soon if idempotency_key is None else store.mark_published
-    try:
-        await publish_then_mark(publisher, resources.topology, IntakeMessage.from_record(record), mark)
-    except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
-        # Deleting the task releases its idempotency key with it (ON DELETE CASCADE): a retry may succeed.
-        await _discard(store, record.id)
-        SUBMIT_REJECTED.labels(_reject_reason(exc)).inc()
-        raise  # the exception handlers answer 503 with Retry-After
-    TASKS_SUBMITTED.inc()
+    submitted = await submit(resources, submission, tenant=principal.tenant, idempotency_key=idempotency_key)
+    location = task_path(submitted.record.id)
+    if submitted.replayed:
+        response.headers.update(submitted.rate_limit_headers)
+        response.headers["Location"] = location
+        response.headers[REPLAYED_HEADER] = "true"
+        return TaskDocument.from_record(submitted.record)
     # Serialised here rather than by FastAPI, which would validate the document again first.
     return Response(
-        TaskDocument.from_record(record).model_dump_json(by_alias=True),
+        TaskDocument.from_record(submitted.record).model_dump_json(by_alias=True),
         status_code=202,
         media_type="application/json",
-        headers={**limit_headers, "Location": task_path(record.id)},
+        headers={**submitted.rate_limit_headers, "Location": location},
     )
 
 
@@ -316,7 +215,7 @@ async def cancel_task(
 async def _tell_workers(resources: Resources, task_id: UUID) -> None:
     """Best effort: the request is committed, and each worker's heartbeat reads it anyway."""
     try:
-        await resources.broker.publisher.publish(
+        await resources.bus.publisher.publish(
             resources.topology.control_exchange, "", ControlMessage(task_id=task_id)
         )
     except Unroutable:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import Path, Query, Request
 from pydantic import AfterValidator
 
-from taskyard_api.cursor import InvalidCursor, decode_cursor
-from taskyard_api.problems import (
+from taskyard_api.http.cursor import InvalidCursor, decode_cursor
+from taskyard_api.http.problems import (
     NOT_FOUND,
     UNSUPPORTED_MEDIA_TYPE,
     VALIDATION_ERROR,
@@ -90,27 +89,3 @@ def page_after(cursor: str | None) -> Cursor | None:
                 errors=[FieldError(loc=["query", "cursor"], msg="malformed cursor", type="cursor_invalid")],
             )
         ) from None
-
-
-def input_size(value: Any) -> int:
-    """Bytes of ``value``'s compact JSON encoding in UTF-8: what the store and every message carry."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-
-
-def check_input_size(value: Any, settings: ServiceSettings) -> None:
-    """A task ``input`` over ``TASKYARD_API_MAX_INPUT_BYTES`` is a 422 naming the field."""
-    limit = settings.api.max_input_bytes
-    size = input_size(value)
-    if size > limit:
-        raise ProblemException(
-            VALIDATION_ERROR(
-                f"input is {size} bytes as JSON; it may be at most {limit} bytes.",
-                errors=[
-                    FieldError(
-                        loc=["body", "input"],
-                        msg=f"input may be at most {limit} bytes (UTF-8 JSON encoding)",
-                        type="input_too_large",
-                    )
-                ],
-            )
-        )

@@ -1,12 +1,12 @@
 """Write-behind of ``published_at`` for confirmed submissions: many rows marked in one statement.
 
-A submission answers 202 once the broker confirmed its intake message; recording that confirm in the row
-(``published_at``) only tells the sweeper to leave the row alone. Doing it inline cost every submission a
-second statement and a second commit, about a third of its database work. Instead the confirmed ids are
-queued here and a background task marks them in batches (``UPDATE ... WHERE id = ANY($1)``), at most
-``flush_interval`` after the confirm.
+A submission answers 202 once RabbitMQ confirmed its intake message; recording that confirm in the row
+(``published_at``) only tells the sweeper to leave the row alone, so it need not cost every submission a
+second statement and a second commit before its answer. Instead the confirmed ids are queued here and a
+round every ``flush_interval`` marks them in batches (``UPDATE ... WHERE id = ANY($1)``): at most that
+long after the confirm, and the confirms of concurrent submissions share one statement.
 
-What a lost batch costs (the process dies, or the database is away longer than the retries): rows keep
+What a lost batch costs (the process dies, or the database is away until it stops): rows keep
 ``published_at`` NULL, so after its grace period the sweeper announces them once more. That duplicate is
 harmless: routing a task is one conditional update that applies only once. The grace period is many
 flush intervals long, so a live process never lets the sweeper overtake it.
@@ -17,19 +17,18 @@ Submissions with an ``Idempotency-Key`` do not come through here: a retry of one
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import logging
+import time
 from collections.abc import Sequence
 from typing import Protocol
 from uuid import UUID
 
-from taskyard_common.errors import StoreUnavailable
+from taskyard_common.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
 
-# After a failed flush (the database away), wait this long before the next try.
+# After a failed flush (the database away), the rounds leave the database alone this long.
 RETRY_SECONDS = 1.0
 # Beyond this many waiting ids (the database away for long), the oldest are left to the sweeper.
 MAX_PENDING = 100_000
@@ -43,13 +42,12 @@ class MarksPublished(Protocol):
 class PublishedMarker:
     def __init__(self, store: MarksPublished, *, flush_interval: float) -> None:
         self._store = store
-        self._interval = flush_interval
         self._pending: dict[UUID, None] = {}  # insertion-ordered set
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._resume_at = 0.0
+        self._loop = PeriodicTask("taskyard-api published marker", flush_interval, self._round, logger=log)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="taskyard-api published marker")
+        self._loop.start()
 
     def mark(self, task_id: UUID) -> None:
         """Queue ``task_id`` (its message is confirmed) to be marked published soon."""
@@ -57,7 +55,6 @@ class PublishedMarker:
             # The sweeper announces it again after its grace: a harmless duplicate.
             self._pending.pop(next(iter(self._pending)))
         self._pending[task_id] = None
-        self._wake.set()
 
     async def mark_soon(self, task_id: UUID) -> None:
         """``mark`` in the shape of the announce path's ``Mark``: it never waits for the database."""
@@ -78,31 +75,19 @@ class PublishedMarker:
                 self._pending.pop(task_id, None)
         return marked
 
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            # Let the batch fill: the confirms of concurrent submissions arrive within this window.
-            await asyncio.sleep(self._interval)
-            self._wake.clear()
-            try:
-                await self.flush()
-            except StoreUnavailable as exc:
-                log.warning("could not mark %d task(s) published (%s); retrying", len(self._pending), exc)
-                await self._retry_later()
-            except Exception:
-                log.exception("marking %d task(s) published failed; retrying", len(self._pending))
-                await self._retry_later()
-
-    async def _retry_later(self) -> None:
-        await asyncio.sleep(RETRY_SECONDS)
-        self._wake.set()
+    async def _round(self) -> None:
+        if not self._pending or time.monotonic() < self._resume_at:
+            return
+        try:
+            await self.flush()
+        except Exception:
+            # The loop logs it; without a pause every round of a short interval would fail and log again.
+            self._resume_at = time.monotonic() + RETRY_SECONDS
+            raise
 
     async def close(self) -> None:
         """Stop, then mark what is still queued (best effort: the sweeper covers what is left)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loop.stop()
         if self._pending:
             try:
                 await self.flush()

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import asyncpg
 from pydantic import ValidationError
 
+from taskyard_common.service import describe_invalid_settings, fail_config
 from taskyard_common.settings import DbSettings
 from taskyard_common.store.migrate import migrate
 
@@ -35,9 +36,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         settings = DbSettings()
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        print(f"{PROG}: invalid configuration: {problems}", file=sys.stderr)
-        sys.exit(2)
+        fail_config(PROG, f"invalid configuration:\n{describe_invalid_settings(exc)}")
     try:
         applied = asyncio.run(_run(settings))
     except asyncpg.PostgresError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskyard_api.request_id import current_request_id
+from taskyard_api.http.request_id import current_request_id
 from taskyard_common.lifecycle import TaskStatus
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -166,7 +166,7 @@ RATE_LIMIT_HEADERS = {
 def problem_responses(
     *statuses: int, descriptions: Mapping[int, str] | None = None
 ) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses=`` entries for error statuses; ``openapi.py`` files them under problem+json.
+    """OpenAPI ``responses=`` entries for error statuses; ``http/openapi.py`` files them under problem+json.
 
     ``descriptions`` replaces the generic text where a status means something more specific on a route.
     """

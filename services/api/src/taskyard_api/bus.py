@@ -27,7 +27,7 @@ CONNECTION_NAME = "taskyard-api"
 _FIRST_RETRY_SECONDS = 0.5
 
 
-class BrokerLink:
+class BusLink:
     def __init__(
         self,
         settings: AmqpSettings,
@@ -47,25 +47,23 @@ class BrokerLink:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._establish(), name="taskyard-api broker link")
+        self._task = asyncio.create_task(self._establish(), name="taskyard-api bus link")
 
     @property
     def connected(self) -> bool:
+        return self._publisher is not None and self._connection_up()
+
+    def _connection_up(self) -> bool:
         connection = self._connection
-        return (
-            self._publisher is not None
-            and connection is not None
-            and not connection.is_closed
-            and connection.connected.is_set()
-        )
+        return connection is not None and not connection.is_closed and connection.connected.is_set()
 
     @property
     def publisher(self) -> Publisher:
         """The confirm-channel publisher; raises ``BrokerUnavailable`` at once while disconnected."""
-        if not self.connected:
+        publisher = self._publisher
+        if publisher is None or not self._connection_up():
             raise BrokerUnavailable("not connected to RabbitMQ")
-        assert self._publisher is not None
-        return self._publisher
+        return publisher
 
     async def _establish(self) -> None:
         delay = _FIRST_RETRY_SECONDS

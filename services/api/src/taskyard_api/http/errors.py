@@ -7,14 +7,16 @@ such a handler; here the error is logged once, with a request id, and the client
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from taskyard_api.problems import (
+from taskyard_api.http.problems import (
     BROKER_UNAVAILABLE,
     DATABASE_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -26,7 +28,7 @@ from taskyard_api.problems import (
     generic_problem,
     problem_response,
 )
-from taskyard_api.request_id import current_request_id, new_request_id
+from taskyard_api.http.request_id import current_request_id, new_request_id
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, StoreUnavailable, Unroutable
 
 log = logging.getLogger(__name__)
@@ -42,27 +44,28 @@ def _field_errors(exc: RequestValidationError) -> list[FieldError]:
     return errors
 
 
-def install_exception_handlers(app: FastAPI, retry_after_seconds: int) -> None:
+# What FastAPI takes in its ``exception_handlers``: each handler typed for the exception it is registered for.
+ExceptionHandlers = dict[int | type[Exception], Callable[[Request, Any], Coroutine[Any, Any, Response]]]
+
+
+def exception_handlers(retry_after_seconds: int) -> ExceptionHandlers:
     retry_after = {"Retry-After": str(retry_after_seconds)}
 
-    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ProblemException)
+    async def on_problem(request: Request, exc: ProblemException) -> Response:
         problem = exc.problem
         if problem.instance is None:
             problem = problem.model_copy(update={"instance": request.scope["path"]})
         return problem_response(problem, exc.headers)
 
-    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
+    async def on_validation(request: Request, exc: RequestValidationError) -> Response:
         errors = _field_errors(exc)
         detail = f"{len(errors)} invalid field(s): see errors"
         return problem_response(VALIDATION_ERROR(detail, instance=request.scope["path"], errors=errors))
 
-    async def on_http(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
         path = request.scope["path"]
         # Starlette's default detail is the status phrase, which the title already says.
-        detail = exc.detail if isinstance(exc.detail, str) else None
+        detail: str | None = exc.detail if isinstance(exc.detail, str) else None
         if detail == generic_problem(exc.status_code).title:
             detail = None
         if exc.status_code == 404:
@@ -72,12 +75,14 @@ def install_exception_handlers(app: FastAPI, retry_after_seconds: int) -> None:
         # Keep what the exception asks for, e.g. ``Allow`` on a 405.
         return problem_response(problem, dict(exc.headers) if exc.headers else None)
 
-    async def on_store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    async def on_store_unavailable(request: Request, exc: StoreUnavailable) -> Response:
         log.warning("database unavailable for %s %s: %s", request.method, request.scope["path"], exc)
         detail = "The task database is unreachable; retry later."
         return problem_response(DATABASE_UNAVAILABLE(detail, instance=request.scope["path"]), retry_after)
 
-    async def on_broker_error(request: Request, exc: Exception) -> JSONResponse:
+    async def on_publish_error(
+        request: Request, exc: BrokerUnavailable | PublishRejected | Unroutable
+    ) -> Response:
         # Only submissions publish; they discarded their row before re-raising, hence "not stored".
         if isinstance(exc, PublishRejected):
             kind, detail = QUEUE_FULL, "The task queue is full; the task was not stored. Retry later."
@@ -88,12 +93,15 @@ def install_exception_handlers(app: FastAPI, retry_after_seconds: int) -> None:
             kind, detail = BROKER_UNAVAILABLE, "The message broker is unavailable; the task was not stored."
         return problem_response(kind(detail, instance=request.scope["path"]), retry_after)
 
-    app.add_exception_handler(ProblemException, on_problem)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(StarletteHTTPException, on_http)
-    app.add_exception_handler(StoreUnavailable, on_store_unavailable)
-    for broker_error in (BrokerUnavailable, PublishRejected, Unroutable):
-        app.add_exception_handler(broker_error, on_broker_error)
+    return {
+        ProblemException: on_problem,
+        RequestValidationError: on_validation,
+        StarletteHTTPException: on_http,
+        StoreUnavailable: on_store_unavailable,
+        BrokerUnavailable: on_publish_error,
+        PublishRejected: on_publish_error,
+        Unroutable: on_publish_error,
+    }
 
 
 class InternalErrorMiddleware:

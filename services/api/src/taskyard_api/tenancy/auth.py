@@ -19,7 +19,7 @@ from fastapi import Depends, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from taskyard_api.deps import ResourcesDep
-from taskyard_api.problems import FORBIDDEN, UNAUTHORIZED, ProblemException
+from taskyard_api.http.problems import FORBIDDEN, UNAUTHORIZED, ProblemException
 from taskyard_common.store import DEFAULT_TENANT
 from taskyard_common.store.keys import Role
 

@@ -13,12 +13,12 @@ import hashlib
 import json
 from typing import Annotated
 
-from fastapi import Header, Response
+from fastapi import Header
 
-from taskyard_api.models import TaskDocument, TaskSubmission, task_path
-from taskyard_api.problems import IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED, ProblemException
+from taskyard_api.http.problems import IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED, ProblemException
+from taskyard_api.models import TaskSubmission
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.store import IdempotentCreate
+from taskyard_common.store import IdempotentCreate, TaskRecord
 
 IdempotencyKeyHeader = Annotated[
     str | None,
@@ -44,8 +44,8 @@ def request_hash(submission: TaskSubmission) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def replay(found: IdempotentCreate, wanted_hash: str, response: Response) -> TaskDocument:
-    """The answer to a submission whose key was already used (``found.created`` is False)."""
+def replayed_task(found: IdempotentCreate, wanted_hash: str) -> TaskRecord:
+    """The task a submission whose key was already used answers with (``found.created`` is False)."""
     if found.request_hash != wanted_hash:
         raise ProblemException(
             IDEMPOTENCY_KEY_REUSED(
@@ -60,6 +60,4 @@ def replay(found: IdempotentCreate, wanted_hash: str, response: Response) -> Tas
             ),
             headers={"Retry-After": "1"},
         )
-    response.headers["Location"] = task_path(record.id)
-    response.headers[REPLAYED_HEADER] = "true"
-    return TaskDocument.from_record(record)
+    return record

@@ -1,13 +1,12 @@
 """Per-tenant rate-limit tokens taken from the shared bucket in batches when requests arrive together.
 
-The bucket lives in PostgreSQL so that every replica draws on one budget; taking one token was one
-statement per submission, and since all of a tenant's takes lock the same row until they commit, a busy
-tenant's submissions queued on that lock. Here the requests of one tenant that arrive while a take is in
-flight wait for it and are then served together: the next take asks for as many tokens as there are
-waiting requests (capped at a tenth of the burst, so one replica never hoards a tenant's budget), in one
-statement. A lone request still takes exactly one token, so the limit is enforced as before, and the
-tokens a take hands out are used at once by the requests that asked for them: nothing is kept in reserve
-beyond that moment.
+The bucket lives in PostgreSQL so that every replica draws on one budget, and all of a tenant's takes lock
+the same row until they commit: one statement per submission would queue a busy tenant's submissions on
+that lock. So the requests of one tenant that arrive while a take is in flight wait for it and are then
+served together: the next take asks for as many tokens as there are waiting requests (capped at a tenth of
+the burst, so one replica never hoards a tenant's budget), in one statement. A lone request takes exactly
+one token, and the tokens a take hands out are used at once by the requests that asked for them: nothing
+is kept in reserve beyond that moment, so the limit holds exactly.
 """
 
 from __future__ import annotations

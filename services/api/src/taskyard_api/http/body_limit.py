@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from taskyard_api.problems import PAYLOAD_TOO_LARGE, problem_response
+from taskyard_api.http.problems import PAYLOAD_TOO_LARGE, problem_response
 
 _DISCONNECT: Message = {"type": "http.disconnect"}
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from taskyard_api.lifespan import Resources
-from taskyard_api.problems import RATE_LIMITED, ProblemException
+from taskyard_api.http.problems import RATE_LIMITED, ProblemException
+from taskyard_api.resources import Resources
 
 POLICY = "submit"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections.abc import Iterable
 from contextvars import ContextVar
 
 from starlette.datastructures import MutableHeaders
@@ -46,7 +47,8 @@ def choose_request_id(sent: bytes | None) -> str:
 
 
 def _sent_id(scope: Scope) -> bytes | None:
-    for name, value in scope["headers"]:
+    headers: Iterable[tuple[bytes, bytes]] = scope["headers"]
+    for name, value in headers:
         if name == _HEADER_KEY:
             return value
     return None

@@ -16,6 +16,7 @@ import asyncpg
 from pydantic import ValidationError
 
 from taskyard_common.errors import StoreUnavailable
+from taskyard_common.service import describe_invalid_settings, fail_config
 from taskyard_common.settings import DbSettings
 from taskyard_common.store.keys import TENANT_PATTERN, ApiKey, KeyStore, Role
 
@@ -97,9 +98,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         settings = DbSettings()
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        print(f"{PROG}: invalid configuration: {problems}", file=sys.stderr)
-        sys.exit(2)
+        fail_config(PROG, f"invalid configuration:\n{describe_invalid_settings(exc)}")
     try:
         code = asyncio.run(_run(args, settings))
     except asyncpg.UndefinedTableError:

@@ -21,17 +21,16 @@ once.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 
 from pydantic import ValidationError
 
-from taskyard_api.broker import BrokerLink
+from taskyard_api.bus import BusLink
 from taskyard_common.announce import announce
-from taskyard_common.errors import NotAnnounceable, TaskyardError
+from taskyard_common.errors import NotAnnounceable
 from taskyard_common.messages import utcnow
+from taskyard_common.periodic import PeriodicTask
 from taskyard_common.store import TaskRecord, TaskStore
 from taskyard_common.topology import Topology
 
@@ -44,7 +43,7 @@ class Sweeper:
     def __init__(
         self,
         store: TaskStore,
-        broker: BrokerLink,
+        bus: BusLink,
         topology: Topology,
         *,
         interval_seconds: float,
@@ -52,25 +51,29 @@ class Sweeper:
         idempotency_retention_seconds: float = 86400.0,
     ) -> None:
         self._store = store
-        self._broker = broker
+        self._bus = bus
         self._topology = topology
-        self._interval = interval_seconds
         self._grace = timedelta(seconds=grace_seconds)
         self._retention = timedelta(seconds=idempotency_retention_seconds)
-        self._task: asyncio.Task[None] | None = None
+        # The first round at once: what a crashed predecessor left is announced without waiting an interval.
+        # A failed round (RabbitMQ or the database away, the queue full) leaves its rows to the next one.
+        self._loop = PeriodicTask(
+            "taskyard-api sweeper", interval_seconds, self.round, first_after=0, logger=log
+        )
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="taskyard-api sweeper")
+        self._loop.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loop.stop()
+
+    async def round(self) -> None:
+        await self.expire_keys_once()
+        await self.sweep_once()
 
     async def sweep_once(self) -> int:
-        """Publish one batch of each kind of orphan; returns how many were published."""
-        if not self._broker.connected:
+        """Announce one batch of unannounced pending tasks; returns how many were published."""
+        if not self._bus.connected:
             return 0
         published = 0
         for task in await self._store.unpublished(older_than=utcnow() - self._grace, limit=BATCH_SIZE):
@@ -89,21 +92,9 @@ class Sweeper:
 
     async def _publish(self, task: TaskRecord) -> bool:
         try:
-            await announce(self._broker.publisher, self._topology, task, self._store.mark_published)
+            await announce(self._bus.publisher, self._topology, task, self._store.mark_published)
         except (ValidationError, NotAnnounceable) as exc:
             # Written by something other than this API's validated paths: never publishable.
             log.error("task %s cannot be announced (%s); skipping", task.id, type(exc).__name__)
             return False
         return True
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.expire_keys_once()
-                await self.sweep_once()
-            except TaskyardError as exc:
-                # Broker or database away, or the queue full: the rows stay and the next round retries.
-                log.warning("sweep interrupted: %s", exc)
-            except Exception:
-                log.exception("sweep failed")
-            await asyncio.sleep(self._interval)

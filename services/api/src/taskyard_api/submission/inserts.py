@@ -1,16 +1,15 @@
 """Concurrent submissions stored together: one INSERT, one commit, for all that arrive while one is running.
 
-Each submission used to take a pooled connection for its own INSERT and commit. Under load the database
-spent most of its time per statement and per commit rather than per row, and the API as much on each
-round trip. Here a submission queues its row and waits; at most ``parallel`` inserts run at once, each
-taking everything queued (up to ``max_batch`` rows) when it starts. A lone request is inserted at once, as
-before: the batches only grow when requests arrive faster than an insert completes, so no latency is added
-to wait for company.
+Under load the database spends its time per statement and per commit rather than per row, and the API as
+much on each round trip, so a submission queues its row and waits; at most ``parallel`` inserts run at
+once, each taking everything queued (up to ``max_batch`` rows) when it starts. A lone request is inserted
+at once: the batches only grow when requests arrive faster than an insert completes, so no latency is
+added to wait for company.
 
-Each request still gets its own committed row before it publishes, and a 202 only after the broker confirmed
-that publish: what the client is told does not change. A batch that fails for a reason other than the
-database being away (which refuses them all, 503, as before) is retried row by row, so one bad row can
-only fail its own request. A request that gave up (client gone) before its batch started is left out.
+Each request still gets its own committed row before it publishes, and a 202 only after RabbitMQ confirmed
+that publish. A batch that fails for a reason other than the database being away (which refuses them all,
+503) is retried row by row, so one bad row can only fail its own request. A request that gave up (client
+gone) before its batch started is left out.
 """
 
 from __future__ import annotations

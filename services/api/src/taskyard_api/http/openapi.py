@@ -11,8 +11,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from taskyard_api.problems import PROBLEM_MEDIA_TYPE
-from taskyard_api.request_id import HEADER as REQUEST_ID_HEADER
+from taskyard_api.http.problems import PROBLEM_MEDIA_TYPE
+from taskyard_api.http.request_id import HEADER as REQUEST_ID_HEADER
 
 _REF_PREFIX = "#/components/schemas/"
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
@@ -44,9 +44,11 @@ def install_openapi(app: FastAPI) -> None:
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            _file_problems(generate())
-        assert app.openapi_schema is not None
-        return app.openapi_schema
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()  # also kept as ``app.openapi_schema``: filed once, served as filed
+        _file_problems(schema)
+        return schema
 
+    # Replacing the method is FastAPI's documented way to extend the schema; mypy refuses any assignment.
     app.openapi = openapi  # type: ignore[method-assign]

@@ -51,7 +51,7 @@ class HttpMetricsMiddleware:
 
 
 # The labelled children, looked up once per label set: ``labels()`` takes a lock and builds a tuple on every
-# call, a few percent of a submission's CPU. The label sets are bounded (see above), so is this cache.
+# call, on the path of every request. The label sets are bounded (see above), so is this cache.
 _SERIES: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
 

@@ -1,0 +1,1 @@
+"""The API package's other console scripts: ``taskyard-migrate`` and ``taskyard-admin``."""

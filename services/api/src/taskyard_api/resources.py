@@ -1,0 +1,88 @@
+"""Everything the API holds open: opened once at start, closed in reverse order when it stops.
+
+A broken catalog or an unreachable database stops the start (the orchestrator retries); an unreachable
+RabbitMQ does not: the API serves reads and answers 503 to submissions meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from taskyard_api.bus import BusLink
+from taskyard_api.settings import ServiceSettings
+from taskyard_api.submission.inserts import TaskInserter
+from taskyard_api.submission.published import PublishedMarker
+from taskyard_api.submission.sweeper import Sweeper
+from taskyard_api.submission.token_batches import BatchedBuckets
+from taskyard_api.tenancy.key_cache import CachedKeys
+from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common.store import PostgresTaskStore, TaskStore
+from taskyard_common.store.keys import KeyStore
+from taskyard_common.store.rate_limits import RateLimitStore
+from taskyard_common.topology import Topology
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    settings: ServiceSettings
+    catalog: Catalog
+    topology: Topology
+    store: TaskStore
+    bus: BusLink
+    # Share the task store's connection pool (closed with it).
+    keys: CachedKeys
+    limits: BatchedBuckets
+    # Marks confirmed submissions published, in batches.
+    published: PublishedMarker
+    # Stores concurrent submissions together.
+    inserts: TaskInserter
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, settings: ServiceSettings) -> AsyncIterator[Resources]:
+        """Open everything and start the background rounds; on exit, close them in reverse order (the
+        exit stack's callbacks run last-in first-out, also when opening failed half-way)."""
+        catalog = load_catalog(settings.catalog.path)
+        topology = Topology(settings.amqp.prefix)
+        async with AsyncExitStack() as stack:
+            store = await PostgresTaskStore.open(settings.db)
+            stack.push_async_callback(store.close)
+            # Closed after the sweeper, before the store: its last flush marks what the final requests
+            # queued.
+            published = PublishedMarker(store, flush_interval=settings.api.published_flush_seconds)
+            stack.push_async_callback(published.close)
+            published.start()
+            inserts = TaskInserter(store)
+            stack.push_async_callback(inserts.close)
+            bus = BusLink(
+                settings.amqp,
+                topology,
+                catalog.names,
+                retry_max_seconds=settings.api.broker_retry_max_seconds,
+            )
+            stack.push_async_callback(bus.close)
+            bus.start()
+            sweeper = Sweeper(
+                store,
+                bus,
+                topology,
+                interval_seconds=settings.api.sweeper_interval_seconds,
+                grace_seconds=settings.api.sweeper_grace_seconds,
+                idempotency_retention_seconds=settings.api.idempotency_retention_seconds,
+            )
+            # Closed first: it uses the bus link and the store.
+            stack.push_async_callback(sweeper.close)
+            sweeper.start()
+            yield cls(
+                settings=settings,
+                catalog=catalog,
+                topology=topology,
+                store=store,
+                bus=bus,
+                keys=CachedKeys(KeyStore(store.pool), ttl_seconds=settings.api.auth_cache_seconds),
+                limits=BatchedBuckets(RateLimitStore(store.pool)),
+                published=published,
+                inserts=inserts,
+            )
