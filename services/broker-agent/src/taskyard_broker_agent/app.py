@@ -23,7 +23,7 @@ from taskyard_broker_agent.inflight import InFlight
 from taskyard_broker_agent.intake import IntakeHandler
 from taskyard_broker_agent.queue_metrics import QueueMetrics
 from taskyard_broker_agent.reaper import Reaper
-from taskyard_broker_agent.router import Router
+from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import ServiceSettings, get_settings
 from taskyard_common import metrics
 from taskyard_common.amqp import Publisher, connect, consume, server_version

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from taskyard_broker_agent.router import Router
+from taskyard_broker_agent.routing.router import Router
 from taskyard_common import metrics
 from taskyard_common.amqp import Publisher
 from taskyard_common.announce import publish_then_mark

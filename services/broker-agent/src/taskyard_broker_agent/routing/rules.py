@@ -22,8 +22,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from taskyard_broker_agent.ngrams import FuzzyVocabulary
-from taskyard_broker_agent.text import MAX_INPUT_CHARS, input_text, stem, tokenize
+from taskyard_broker_agent.routing.ngrams import FuzzyVocabulary
+from taskyard_broker_agent.routing.text import MAX_INPUT_CHARS, input_text, stem, tokenize
 from taskyard_common.catalog import Catalog, SpecialistSpec
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
 

@@ -22,10 +22,10 @@ import time
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from taskyard_broker_agent.cache import DecisionCache
-from taskyard_broker_agent.catalog import ROUTE_TOOL_NAME, RoutingPrompt
-from taskyard_broker_agent.guard import DirectiveGuard, Inspection
-from taskyard_broker_agent.rules import RulesRouter
+from taskyard_broker_agent.routing.cache import DecisionCache
+from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
+from taskyard_broker_agent.routing.prompt import ROUTE_TOOL_NAME, RoutingPrompt
+from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
