@@ -41,7 +41,7 @@ def deliveries_before(delivery: AbstractIncomingMessage) -> int:
 
 def retry_pause(deliveries: int, base_seconds: float, max_seconds: float) -> float:
     """base, 2 x base, 4 x base, ... up to max: the pause before a dead letter is requeued."""
-    return min(max_seconds, base_seconds * 2 ** min(deliveries, 30))
+    return min(max_seconds, base_seconds * 2.0 ** min(deliveries, 30))
 
 
 async def _settle(delivery: AbstractIncomingMessage, *, ack: bool) -> None:
