@@ -18,7 +18,7 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustConnection
 from pydantic import ValidationError
 
-from taskyard_broker_agent.deadletters import DeadLetterConsumer
+from taskyard_broker_agent.dead_letters.consumer import DeadLetterConsumer
 from taskyard_broker_agent.inflight import InFlight
 from taskyard_broker_agent.intake import IntakeHandler
 from taskyard_broker_agent.queue_metrics import QueueMetrics

@@ -3,7 +3,7 @@
 ``<prefix>.dead-letters`` receives what the work queues dead-letter: a rejected message (an invalid body, a
 permanent error), one redelivered past the queue's delivery limit, one that expired or overflowed. For each,
 the task becomes ``dead_lettered`` and its ``dead_letters`` row keeps the message for a replay
-(``/v1/dead-letters``); see ``deaths`` for how a message is read.
+(``/v1/dead-letters``); see ``parsing`` for how a message is read.
 
 The dead-letter queue is the end of the line: no delivery limit, no delay route back to it. When the
 database is unreachable a dead letter is therefore held for a pause that doubles per redelivery, then
@@ -19,7 +19,7 @@ from collections.abc import Collection
 import aiormq
 from aio_pika.abc import AbstractIncomingMessage
 
-from taskyard_broker_agent.deaths import parse_dead_letter
+from taskyard_broker_agent.dead_letters.parsing import parse_dead_letter
 from taskyard_common import metrics
 from taskyard_common.errors import TaskyardError
 from taskyard_common.store import TaskStore
