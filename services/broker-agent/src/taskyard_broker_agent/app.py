@@ -18,6 +18,7 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustConnection
 from pydantic import ValidationError
 
+from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.dead_letters.consumer import DeadLetterConsumer
 from taskyard_broker_agent.inflight import InFlight
 from taskyard_broker_agent.intake import IntakeHandler
@@ -164,44 +165,20 @@ class BrokerAgent:
             metrics.init_broker_labels(resources.catalog.names)
             if resources.router.uses_llm:
                 metrics.init_llm_labels(self.settings.llm.model)
-            handler = IntakeHandler(
-                resources.catalog,
-                resources.store,
-                resources.publisher,
-                resources.router,
-                resources.topology,
-                retry_base_seconds=self.settings.broker.retry_base_seconds,
-                retry_max_seconds=self.settings.broker.retry_max_seconds,
-                max_attempts=self.settings.broker.max_attempts,
+            context = AgentContext(
+                settings=self.settings,
+                catalog=resources.catalog,
+                topology=resources.topology,
+                store=resources.store,
+                publisher=resources.publisher,
+                router=resources.router,
             )
-            dead_letters = DeadLetterConsumer(
-                resources.store,
-                resources.topology,
-                retry_base_seconds=self.settings.broker.retry_base_seconds,
-                retry_max_seconds=self.settings.broker.retry_max_seconds,
-                specialists=resources.catalog.names,
-            )
-            self.reaper = reaper = Reaper(
-                resources.store,
-                resources.publisher,
-                resources.topology,
-                interval_seconds=self.settings.broker.reaper_interval_seconds,
-                max_expirations=self.settings.amqp.delivery_limit,
-                republish_after_seconds=self.settings.broker.republish_after_seconds,
-                specialists=resources.catalog.names,
-            )
+            handler = IntakeHandler(context)
+            dead_letters = DeadLetterConsumer(context)
+            self.reaper = reaper = Reaper(context)
             reaper.start()
             resources.ready_checks.append(lambda: reaper.running)
-            topology = resources.topology
-            names = resources.catalog.names
-            self._queue_metrics = QueueMetrics(
-                resources.connection,
-                [*topology.work_queue_names(names), *(topology.quarantine_queue(n) for n in names),
-                 topology.dead_letter_queue],
-                store=resources.store,
-                intake_queue=topology.intake_queue,
-                specialist_queues={n: topology.specialist_queue(n) for n in names},
-            )  # fmt: skip
+            self._queue_metrics = QueueMetrics(context, resources.connection)
             self._queue_metrics.start()
             self._dead_letter_tag = await resources.dead_letter_queue.consume(
                 self._dead_letters_inflight.track(dead_letters.on_message)

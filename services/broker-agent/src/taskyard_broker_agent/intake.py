@@ -23,11 +23,9 @@ from datetime import UTC, datetime
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from taskyard_broker_agent.routing.router import Router
+from taskyard_broker_agent.context import AgentContext
 from taskyard_common import metrics
-from taskyard_common.amqp import Publisher
 from taskyard_common.announce import publish_then_mark
-from taskyard_common.catalog import Catalog
 from taskyard_common.errors import PermanentError, TaskyardError
 from taskyard_common.lifecycle import ROUTING_UNFINISHED, TaskStatus
 from taskyard_common.messages import (
@@ -38,9 +36,9 @@ from taskyard_common.messages import (
     WorkMessage,
 )
 from taskyard_common.retry import backoff_seconds, publish_delayed
-from taskyard_common.store import TaskRecord, TaskStore
+from taskyard_common.store import TaskRecord
 from taskyard_common.task_errors import TaskErrorType, task_error
-from taskyard_common.topology import INTAKE_TARGET, Topology
+from taskyard_common.topology import INTAKE_TARGET
 
 log = logging.getLogger(__name__)
 
@@ -71,26 +69,16 @@ def describe_error(exc: BaseException) -> str:
 
 
 class IntakeHandler:
-    def __init__(
-        self,
-        catalog: Catalog,
-        store: TaskStore,
-        publisher: Publisher,
-        router: Router,
-        topology: Topology,
-        *,
-        retry_base_seconds: float = 1.0,
-        retry_max_seconds: float = 30.0,
-        max_attempts: int = 10,
-    ) -> None:
-        self._catalog = catalog
-        self._store = store
-        self._publisher = publisher
-        self._router = router
-        self._topology = topology
-        self._retry_base = retry_base_seconds
-        self._retry_max = retry_max_seconds
-        self._max_attempts = max_attempts
+    def __init__(self, context: AgentContext) -> None:
+        self._catalog = context.catalog
+        self._store = context.store
+        self._publisher = context.publisher
+        self._router = context.router
+        self._topology = context.topology
+        broker = context.settings.broker
+        self._retry_base = broker.retry_base_seconds
+        self._retry_max = broker.retry_max_seconds
+        self._max_attempts = broker.max_attempts
 
     async def __call__(self, message: IntakeMessage, delivery: AbstractIncomingMessage) -> None:
         try:

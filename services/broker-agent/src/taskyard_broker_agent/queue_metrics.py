@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
 
 import aio_pika
 import aiormq
 
+from taskyard_broker_agent.context import AgentContext
 from taskyard_common import metrics
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.periodic import PeriodicTask
-from taskyard_common.store import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -29,33 +28,29 @@ log = logging.getLogger(__name__)
 class QueueMetrics:
     def __init__(
         self,
+        context: AgentContext,
         connection: aio_pika.abc.AbstractConnection,
-        queues: Sequence[str],
-        interval_seconds: float = 15.0,
         *,
-        store: TaskStore | None = None,
-        intake_queue: str | None = None,
-        specialist_queues: Mapping[str, str] | None = None,
+        interval_seconds: float = 15.0,
     ) -> None:
-        """``store``, ``intake_queue`` and ``specialist_queues`` (specialist -> work queue name) turn on the
-        oldest-task-age gauge of those queues."""
+        """Samples every queue of the catalog's specialists (work, quarantine), the intake and the
+        dead-letter queue on ``connection``; the oldest-task age of the intake and work queues."""
+        topology, names = context.topology, context.catalog.names
         self._connection = connection
-        self._queues = list(queues)
-        self._store = store
-        self._intake_queue = intake_queue
-        self._specialist_queues = dict(specialist_queues or {})
+        self._store = context.store
+        self._intake_queue = topology.intake_queue
+        self._specialist_queues = {name: topology.specialist_queue(name) for name in names}
+        self._queues = [
+            *topology.work_queue_names(names),
+            *(topology.quarantine_queue(name) for name in names),
+            topology.dead_letter_queue,
+        ]
         self._loop = PeriodicTask("queue-metrics", interval_seconds, self.sample, first_after=0, logger=log)
         for name in self._queues:
             metrics.QUEUE_MESSAGES_READY.labels(name)
             metrics.QUEUE_CONSUMERS.labels(name)
-        for name in self._age_queues():
+        for name in (self._intake_queue, *self._specialist_queues.values()):
             metrics.QUEUE_OLDEST_TASK_AGE.labels(name)
-
-    def _age_queues(self) -> list[str]:
-        if self._store is None:
-            return []
-        intake = [self._intake_queue] if self._intake_queue is not None else []
-        return [*intake, *self._specialist_queues.values()]
 
     def start(self) -> None:
         self._loop.start()
@@ -91,16 +86,13 @@ class QueueMetrics:
 
     async def sample_ages(self) -> None:
         """One query for every queue's oldest waiting task; a queue with none waiting reads 0."""
-        if self._store is None:
-            return
         try:
             async with asyncio.timeout(5):
                 ages = await self._store.oldest_waiting()
         except (TimeoutError, StoreUnavailable) as exc:
             log.debug("queue metrics: oldest task ages: %s", exc)
             return
-        if self._intake_queue is not None:
-            metrics.QUEUE_OLDEST_TASK_AGE.labels(self._intake_queue).set(ages.pending_seconds or 0.0)
+        metrics.QUEUE_OLDEST_TASK_AGE.labels(self._intake_queue).set(ages.pending_seconds or 0.0)
         for specialist, queue in self._specialist_queues.items():
             metrics.QUEUE_OLDEST_TASK_AGE.labels(queue).set(ages.queued_seconds.get(specialist, 0.0))
 

@@ -21,20 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from uuid import UUID
 
+from taskyard_broker_agent.context import AgentContext
 from taskyard_common import metrics
-from taskyard_common.amqp import Publisher
 from taskyard_common.announce import publish_then_mark
 from taskyard_common.errors import NotAnnounceable, TaskyardError
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import WorkMessage, utcnow
 from taskyard_common.periodic import PeriodicTask
-from taskyard_common.store import TaskRecord, TaskStore
-from taskyard_common.topology import Topology
+from taskyard_common.store import TaskRecord
 
 log = logging.getLogger(__name__)
 
@@ -60,31 +58,23 @@ class Sweep:
 
 
 class Reaper:
-    def __init__(
-        self,
-        store: TaskStore,
-        publisher: Publisher,
-        topology: Topology,
-        *,
-        interval_seconds: float,
-        max_expirations: int,
-        republish_after_seconds: float,
-        batch_size: int = BATCH_SIZE,
-        specialists: Collection[str] = (),
-    ) -> None:
-        self._store = store
-        # The catalog's names: the bounded specialist label of taskyard_tasks_dead_lettered_total.
-        self._specialists = frozenset(specialists)
-        self._publisher = publisher
-        self._topology = topology
-        self._max_expirations = max_expirations
-        self._republish_after = timedelta(seconds=republish_after_seconds)
+    def __init__(self, context: AgentContext, *, batch_size: int = BATCH_SIZE) -> None:
+        settings = context.settings
+        self._store = context.store
+        self._publisher = context.publisher
+        self._topology = context.topology
+        self._specialists = context.specialists
+        # A lease may expire as often as a message may be delivered; then the task is dead-lettered.
+        self._max_expirations = settings.amqp.delivery_limit
+        self._republish_after = timedelta(seconds=settings.broker.republish_after_seconds)
         self._batch = batch_size
         # Requeued tasks whose publish failed: retried each round until one succeeds, or until
         # ``stale_queued`` would find them anyway.
         self._unsent: dict[UUID, tuple[WorkMessage, float]] = {}
         # A failed round (the database or the broker away) is logged by the loop; the next one tries again.
-        self._loop = PeriodicTask("reaper", interval_seconds, self._round, first_after=0, logger=log)
+        self._loop = PeriodicTask(
+            "reaper", settings.broker.reaper_interval_seconds, self._round, first_after=0, logger=log
+        )
 
     @property
     def running(self) -> bool:
