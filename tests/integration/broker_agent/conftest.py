@@ -16,7 +16,7 @@ import pytest
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 from yarl import URL
 
-from taskyard_broker_agent.app import BrokerAgent
+from taskyard_broker_agent.agent import BrokerAgent
 from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
