@@ -14,7 +14,7 @@ from aio_pika.abc import AbstractQueue
 
 from taskyard_broker_agent.dead_letters.consumer import DeadLetterConsumer
 from taskyard_broker_agent.inflight import InFlight
-from taskyard_broker_agent.intake import IntakeHandler
+from taskyard_broker_agent.intake.handler import IntakeHandler
 from taskyard_broker_agent.queue_metrics import QueueMetrics
 from taskyard_broker_agent.reaper import Reaper
 from taskyard_broker_agent.resources import Resources
