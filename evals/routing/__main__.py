@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evals.routing.cases import DEV, HELD_OUT, Case, load_cases, sample
 from evals.routing.score import Outcome, format_report, route_all, summarize
-from taskyard_broker_agent.router import Router
+from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import BrokerAgentSettings
 from taskyard_common.catalog import load_catalog
 from taskyard_common.settings import LlmSettings

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evals.routing.cases import DEV, HARD_SLICES, HELD_OUT, SLICES, Case
-from taskyard_broker_agent.router import Router
+from taskyard_broker_agent.routing.router import Router
 
 
 @dataclass

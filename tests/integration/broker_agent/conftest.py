@@ -16,8 +16,12 @@ import pytest
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 from yarl import URL
 
-from taskyard_broker_agent.app import BrokerAgent
+from taskyard_broker_agent.agent import BrokerAgent
+from taskyard_broker_agent.context import AgentContext
+from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
+from taskyard_common.amqp import Publisher
+from taskyard_common.catalog import Catalog
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import (
     IntakeMessage,
@@ -61,6 +65,26 @@ def make_settings(
             health=HealthSettings(port=0),
             log=LogSettings(),
             broker=BrokerAgentSettings(**{"shutdown_grace_seconds": 5, **broker}),
+        )
+
+    return make
+
+
+@pytest.fixture
+def make_context(
+    make_settings: Callable[..., ServiceSettings], catalog: Catalog, store: PostgresTaskStore, bus: Bus
+) -> Callable[..., AgentContext]:
+    """``make_context(publisher, **broker)``: what the agent hands its parts, for a part run on its own
+    (routing with the rules only)."""
+
+    def make(publisher: Publisher, **broker: Any) -> AgentContext:
+        return AgentContext(
+            settings=make_settings(**broker),
+            catalog=catalog,
+            topology=bus.topology,
+            store=store,
+            publisher=publisher,
+            router=Router.create(catalog, None),
         )
 
     return make

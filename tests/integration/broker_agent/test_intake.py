@@ -9,7 +9,7 @@ import uuid
 import pytest
 from prometheus_client import REGISTRY
 
-from taskyard_broker_agent.catalog import RoutingPrompt
+from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_common.catalog import Catalog
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import IntakeMessage, RoutingDecision, RoutingMethod

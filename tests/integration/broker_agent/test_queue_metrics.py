@@ -14,16 +14,12 @@ def gauge(name: str, queue: str) -> float | None:
     return REGISTRY.get_sample_value(name, {"queue": queue})
 
 
-async def test_oldest_task_age_per_queue_comes_from_the_store(bus, store, new_task, routed_task, catalog):
+async def test_oldest_task_age_per_queue_comes_from_the_store(
+    bus, store, new_task, routed_task, catalog, make_context
+):
     topology = bus.topology
     work_queues = {name: topology.specialist_queue(name) for name in catalog.names}
-    collector = QueueMetrics(
-        bus.connection,
-        [topology.intake_queue, *work_queues.values()],
-        store=store,
-        intake_queue=topology.intake_queue,
-        specialist_queues=work_queues,
-    )
+    collector = QueueMetrics(make_context(bus.publisher), bus.connection)
     # Pre-initialised: the series exist before the first round.
     assert gauge("taskyard_queue_oldest_task_age_seconds", topology.intake_queue) == 0
     pending = await new_task("not routed yet")

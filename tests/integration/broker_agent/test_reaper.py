@@ -92,7 +92,9 @@ async def test_lease_expiring_too_often_dead_letters_the_task(
     assert await bus.depth(bus.topology.specialist_queue("researcher")) == limit
 
 
-async def test_two_reapers_at_once_reclaim_each_task_once(bus, routed_task, store, amqp_settings, catalog):
+async def test_two_reapers_at_once_reclaim_each_task_once(
+    bus, routed_task, store, amqp_settings, catalog, make_context
+):
     await declare(bus.channel, bus.topology, catalog.names, amqp_settings)
     works = [await routed_task("general") for _ in range(5)]
     for work in works:
@@ -100,14 +102,7 @@ async def test_two_reapers_at_once_reclaim_each_task_once(bus, routed_task, stor
     publishers = [await Publisher.open(bus.connection, amqp_settings) for _ in range(2)]
     try:
         reapers = [
-            Reaper(
-                store,
-                publisher,
-                bus.topology,
-                interval_seconds=1,
-                max_expirations=amqp_settings.delivery_limit,
-                republish_after_seconds=60,
-            )
+            Reaper(make_context(publisher, reaper_interval_seconds=1, republish_after_seconds=60))
             for publisher in publishers
         ]
         first, second = await asyncio.gather(*(r.sweep() for r in reapers))

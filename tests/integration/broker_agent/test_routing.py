@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import REGISTRY
 
-from taskyard_broker_agent.router import Router
+from taskyard_broker_agent.routing.router import Router
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import RoutingMethod
 

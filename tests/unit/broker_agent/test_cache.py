@@ -1,6 +1,6 @@
 """The routing decision cache: normalized keys, a time to live, a bound, and nothing of the request kept."""
 
-from taskyard_broker_agent.cache import DecisionCache, cache_key
+from taskyard_broker_agent.routing.cache import DecisionCache, cache_key
 from taskyard_common.messages import RoutingDecision, RoutingMethod
 
 DECISION = RoutingDecision(method=RoutingMethod.LLM, specialist="summarizer", reason="r", confidence=0.9)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from taskyard_broker_agent.deaths import (
+from taskyard_broker_agent.dead_letters.parsing import (
     RAW_TEXT_MAX,
     death_history,
     json_safe,

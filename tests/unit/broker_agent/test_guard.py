@@ -2,7 +2,7 @@
 
 import pytest
 
-from taskyard_broker_agent.guard import COMMAND, DELIMITER, INJECTION, ROUTE, DirectiveGuard
+from taskyard_broker_agent.routing.guard import COMMAND, DELIMITER, INJECTION, ROUTE, DirectiveGuard
 from taskyard_common.catalog import Catalog
 
 

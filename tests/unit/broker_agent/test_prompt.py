@@ -4,7 +4,12 @@ import json
 
 import pytest
 
-from taskyard_broker_agent.catalog import ROUTE_TOOL_NAME, RoutingPrompt, serialize_request, specialist_line
+from taskyard_broker_agent.routing.prompt import (
+    ROUTE_TOOL_NAME,
+    RoutingPrompt,
+    serialize_request,
+    specialist_line,
+)
 from taskyard_common.catalog import Catalog
 
 

@@ -7,7 +7,41 @@ sampling forever."""
 
 import asyncio
 
+from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.queue_metrics import QueueMetrics
+from taskyard_broker_agent.routing.router import Router
+from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
+from taskyard_common.catalog import Catalog
+from taskyard_common.settings import (
+    AmqpSettings,
+    CatalogSettings,
+    DbSettings,
+    HealthSettings,
+    LlmSettings,
+    LogSettings,
+)
+from taskyard_common.topology import Topology
+
+
+def offline_context(catalog: Catalog) -> AgentContext:
+    """The agent's context without a store or a publisher: the sampler here never reaches either."""
+    settings = ServiceSettings(
+        amqp=AmqpSettings(),
+        db=DbSettings(),
+        llm=LlmSettings(base_url=None, api_key=None),
+        catalog=CatalogSettings(),
+        health=HealthSettings(),
+        log=LogSettings(),
+        broker=BrokerAgentSettings(),
+    )
+    return AgentContext(
+        settings=settings,
+        catalog=catalog,
+        topology=Topology("q"),
+        store=None,  # type: ignore[arg-type]
+        publisher=None,  # type: ignore[arg-type]
+        router=Router.create(catalog, None),
+    )
 
 
 class SwallowingConnection:
@@ -26,9 +60,9 @@ class SwallowingConnection:
             raise RuntimeError("<Channel> closed") from None
 
 
-async def test_stop_ends_a_sampler_whose_cancellation_was_swallowed():
+async def test_stop_ends_a_sampler_whose_cancellation_was_swallowed(catalog: Catalog):
     connection = SwallowingConnection()
-    sampler = QueueMetrics(connection, ["q.a", "q.b", "q.c"], interval_seconds=0.01)  # type: ignore[arg-type]
+    sampler = QueueMetrics(offline_context(catalog), connection, interval_seconds=0.01)  # type: ignore[arg-type]
     sampler.start()
     await asyncio.wait_for(connection.entered.wait(), 5)
     await asyncio.wait_for(sampler.stop(), 5)  # returned: it used to wait forever

@@ -3,8 +3,9 @@
 import random
 from datetime import UTC, datetime, timedelta
 
-from taskyard_broker_agent.deadletters import retry_pause
-from taskyard_broker_agent.intake import deadline_passed, describe_error
+from taskyard_broker_agent.dead_letters.consumer import retry_pause
+from taskyard_broker_agent.intake.decisions import deadline_passed
+from taskyard_broker_agent.intake.handler import describe_error
 from taskyard_common.errors import PublishRejected
 from taskyard_common.retry import backoff_seconds
 from taskyard_common.topology import DELAY_TIERS, delay_tier

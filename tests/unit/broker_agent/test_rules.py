@@ -2,7 +2,7 @@
 
 import pytest
 
-from taskyard_broker_agent.rules import (
+from taskyard_broker_agent.routing.rules import (
     MAX_CONFIDENCE,
     NO_MATCH_CONFIDENCE,
     RulesRouter,

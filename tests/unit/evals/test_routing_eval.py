@@ -6,7 +6,7 @@ from collections import Counter
 from evals.routing.__main__ import main
 from evals.routing.cases import DEV, HELD_OUT, SLICES, load_cases, sample
 from evals.routing.score import route_all, summarize
-from taskyard_broker_agent.router import Router
+from taskyard_broker_agent.routing.router import Router
 from taskyard_common.catalog import Catalog
 
 

@@ -12,68 +12,52 @@ oldest waiting task comes from the task store instead: one grouped query per rou
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Mapping, Sequence
 
 import aio_pika
 import aiormq
 
+from taskyard_broker_agent.context import AgentContext
 from taskyard_common import metrics
 from taskyard_common.errors import StoreUnavailable
-from taskyard_common.store import TaskStore
+from taskyard_common.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
-
-_STOP_TIMEOUT_SECONDS = 10.0
 
 
 class QueueMetrics:
     def __init__(
         self,
+        context: AgentContext,
         connection: aio_pika.abc.AbstractConnection,
-        queues: Sequence[str],
-        interval_seconds: float = 15.0,
         *,
-        store: TaskStore | None = None,
-        intake_queue: str | None = None,
-        specialist_queues: Mapping[str, str] | None = None,
+        interval_seconds: float = 15.0,
     ) -> None:
-        """``store``, ``intake_queue`` and ``specialist_queues`` (specialist -> work queue name) turn on the
-        oldest-task-age gauge of those queues."""
+        """Samples every queue of the catalog's specialists (work, quarantine), the intake and the
+        dead-letter queue on ``connection``; the oldest-task age of the intake and work queues."""
+        topology, names = context.topology, context.catalog.names
         self._connection = connection
-        self._queues = list(queues)
-        self._interval = interval_seconds
-        self._store = store
-        self._intake_queue = intake_queue
-        self._specialist_queues = dict(specialist_queues or {})
-        self._task: asyncio.Task[None] | None = None
+        self._store = context.store
+        self._intake_queue = topology.intake_queue
+        self._specialist_queues = {name: topology.specialist_queue(name) for name in names}
+        self._queues = [
+            *topology.work_queue_names(names),
+            *(topology.quarantine_queue(name) for name in names),
+            topology.dead_letter_queue,
+        ]
+        self._loop = PeriodicTask("queue-metrics", interval_seconds, self.sample, first_after=0, logger=log)
         for name in self._queues:
             metrics.QUEUE_MESSAGES_READY.labels(name)
             metrics.QUEUE_CONSUMERS.labels(name)
-        for name in self._age_queues():
+        for name in (self._intake_queue, *self._specialist_queues.values()):
             metrics.QUEUE_OLDEST_TASK_AGE.labels(name)
 
-    def _age_queues(self) -> list[str]:
-        if self._store is None:
-            return []
-        intake = [self._intake_queue] if self._intake_queue is not None else []
-        return [*intake, *self._specialist_queues.values()]
-
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="queue-metrics")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            # Bounded: a round that does not end (see ``_run``) must not hold up the agent's shutdown.
-            _, late = await asyncio.wait({self._task}, timeout=_STOP_TIMEOUT_SECONDS)
-            if late:
-                log.warning("queue metrics: the sampling task did not stop in time; leaving it")
-            elif not self._task.cancelled():
-                with contextlib.suppress(Exception):
-                    self._task.result()
-            self._task = None
+        """Cancel the round in progress: a sample is worth nothing once the agent stops."""
+        await self._loop.stop()
 
     async def sample(self) -> None:
         """One round: a passive declare per queue (a missing queue closes its channel, so one per queue)."""
@@ -97,39 +81,30 @@ class QueueMetrics:
                 RuntimeError,
             ) as exc:
                 log.debug("queue metrics: %s: %s", name, exc)
+        _raise_if_cancelling()
         await self.sample_ages()
 
     async def sample_ages(self) -> None:
         """One query for every queue's oldest waiting task; a queue with none waiting reads 0."""
-        if self._store is None:
-            return
         try:
             async with asyncio.timeout(5):
                 ages = await self._store.oldest_waiting()
         except (TimeoutError, StoreUnavailable) as exc:
             log.debug("queue metrics: oldest task ages: %s", exc)
             return
-        if self._intake_queue is not None:
-            metrics.QUEUE_OLDEST_TASK_AGE.labels(self._intake_queue).set(ages.pending_seconds or 0.0)
+        metrics.QUEUE_OLDEST_TASK_AGE.labels(self._intake_queue).set(ages.pending_seconds or 0.0)
         for specialist, queue in self._specialist_queues.items():
             metrics.QUEUE_OLDEST_TASK_AGE.labels(queue).set(ages.queued_seconds.get(specialist, 0.0))
 
-    async def _run(self) -> None:
-        task = asyncio.current_task()
-        while True:
-            await self.sample()
-            # ``stop`` cancels this task, but the cancellation can arrive inside a channel open, declare or
-            # close, where aiormq / aio-pika may turn it into one of the errors ``sample`` tolerates (the
-            # channel "closed"), or ``asyncio.timeout`` into a TimeoutError: the round then ends normally.
-            # The request is still pending on the task, so stop here instead of looping (and sleeping)
-            # forever while ``stop`` waits: that was a broker agent (and test) hanging at shutdown.
-            if task is not None and task.cancelling():
-                return
-            await asyncio.sleep(self._interval)
-
 
 def _raise_if_cancelling() -> None:
-    """Re-raise a cancellation of the current task that a library swallowed (see ``QueueMetrics._run``)."""
+    """Re-raise a cancellation of the current task that a library swallowed.
+
+    ``stop`` cancels the round, but the cancellation can arrive inside a channel open, declare or close,
+    where aiormq / aio-pika may turn it into one of the errors ``sample`` tolerates (the channel "closed"),
+    or ``asyncio.timeout`` into a TimeoutError. The request is still pending on the task, so the round ends
+    here instead of sampling every other queue while ``stop`` waits for it.
+    """
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError

@@ -20,21 +20,19 @@ a worker's ``start`` is conditional.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from uuid import UUID
 
+from taskyard_broker_agent.context import AgentContext
 from taskyard_common import metrics
-from taskyard_common.amqp import Publisher
 from taskyard_common.announce import publish_then_mark
 from taskyard_common.errors import NotAnnounceable, TaskyardError
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import WorkMessage, utcnow
-from taskyard_common.store import TaskRecord, TaskStore
-from taskyard_common.topology import Topology
+from taskyard_common.periodic import PeriodicTask
+from taskyard_common.store import TaskRecord
 
 log = logging.getLogger(__name__)
 
@@ -60,74 +58,46 @@ class Sweep:
 
 
 class Reaper:
-    def __init__(
-        self,
-        store: TaskStore,
-        publisher: Publisher,
-        topology: Topology,
-        *,
-        interval_seconds: float,
-        max_expirations: int,
-        republish_after_seconds: float,
-        batch_size: int = BATCH_SIZE,
-        specialists: Collection[str] = (),
-    ) -> None:
-        self._store = store
-        # The catalog's names: the bounded specialist label of taskyard_tasks_dead_lettered_total.
-        self._specialists = frozenset(specialists)
-        self._publisher = publisher
-        self._topology = topology
-        self._interval = interval_seconds
-        self._max_expirations = max_expirations
-        self._republish_after = timedelta(seconds=republish_after_seconds)
+    def __init__(self, context: AgentContext, *, batch_size: int = BATCH_SIZE) -> None:
+        settings = context.settings
+        self._store = context.store
+        self._publisher = context.publisher
+        self._topology = context.topology
+        self._specialists = context.specialists
+        # A lease may expire as often as a message may be delivered; then the task is dead-lettered.
+        self._max_expirations = settings.amqp.delivery_limit
+        self._republish_after = timedelta(seconds=settings.broker.republish_after_seconds)
         self._batch = batch_size
         # Requeued tasks whose publish failed: retried each round until one succeeds, or until
         # ``stale_queued`` would find them anyway.
         self._unsent: dict[UUID, tuple[WorkMessage, float]] = {}
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        # A failed round (the database or the broker away) is logged by the loop; the next one tries again.
+        self._loop = PeriodicTask(
+            "reaper", settings.broker.reaper_interval_seconds, self._round, first_after=0, logger=log
+        )
 
     @property
     def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+        """Whether its loop runs (a condition of the agent's readiness)."""
+        return self._loop.running
 
     def start(self) -> None:
-        self._stop.clear()
-        self._task = asyncio.create_task(self._run(), name="taskyard-broker-agent reaper")
+        self._loop.start()
 
     async def stop(self, grace_seconds: float) -> None:
         """Let the current round finish (bounded), then stop."""
-        task, self._task = self._task, None
-        if task is None:
-            return
-        self._stop.set()
-        _, late = await asyncio.wait({task}, timeout=grace_seconds)
-        if late:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await self._loop.stop(grace_seconds)
 
-    async def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                done = await self.sweep()
-                if done.requeued or done.dead_lettered or done.republished:
-                    log.info(
-                        "reaper: %d requeued, %d dead-lettered, %d re-published, %d waiting to be sent",
-                        len(done.requeued),
-                        len(done.dead_lettered),
-                        len(done.republished),
-                        done.unsent,
-                    )
-            except Exception as exc:
-                # The database or the broker is away: the next round tries again.
-                log.warning(
-                    "reaper round failed: %s",
-                    f"{type(exc).__name__}: {exc}" if isinstance(exc, TaskyardError) else type(exc).__name__,
-                    exc_info=not isinstance(exc, TaskyardError),
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=self._interval)
+    async def _round(self) -> None:
+        done = await self.sweep()
+        if done.requeued or done.dead_lettered or done.republished:
+            log.info(
+                "reaper: %d requeued, %d dead-lettered, %d re-published, %d waiting to be sent",
+                len(done.requeued),
+                len(done.dead_lettered),
+                len(done.republished),
+                done.unsent,
+            )
 
     async def sweep(self) -> Sweep:
         """One round: retry failed publishes, reclaim expired leases, re-publish stale requeued tasks."""

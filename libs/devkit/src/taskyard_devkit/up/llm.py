@@ -12,7 +12,7 @@ import asyncio
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from taskyard_devkit.checkout import ROOT
 from taskyard_devkit.local_model.layout import Layout, configured_model_path
@@ -24,12 +24,6 @@ from taskyard_devkit.supervisor import Supervisor
 from taskyard_devkit.up.say import say
 
 if TYPE_CHECKING:
-    from openai.types.chat import (
-        ChatCompletionMessageParam,
-        ChatCompletionToolChoiceOptionParam,
-        ChatCompletionToolUnionParam,
-    )
-
     from taskyard_common.catalog import Catalog
 
 ENDPOINT_VARIABLES = ("TASKYARD_LLM_BASE_URL", "OPENAI_BASE_URL", "TASKYARD_LLM_API_KEY", "OPENAI_API_KEY")
@@ -155,7 +149,7 @@ async def warm_up(base_url: str, model: str, catalog: Catalog) -> None:
     try:
         import openai
 
-        from taskyard_broker_agent.catalog import RoutingPrompt
+        from taskyard_broker_agent.routing.prompt import RoutingPrompt
 
         prompt = RoutingPrompt.from_catalog(catalog)
         started = time.monotonic()
@@ -164,10 +158,9 @@ async def warm_up(base_url: str, model: str, catalog: Catalog) -> None:
         ) as client:
             await client.chat.completions.create(
                 model=model,
-                # The prompt holds plain dicts in the OpenAI shapes: say so to the type checker.
-                messages=cast("list[ChatCompletionMessageParam]", prompt.messages("warm-up")),
-                tools=[cast("ChatCompletionToolUnionParam", prompt.tool)],
-                tool_choice=cast("ChatCompletionToolChoiceOptionParam", prompt.tool_choice),
+                messages=prompt.messages("warm-up"),
+                tools=[prompt.tool],
+                tool_choice=prompt.tool_choice,
                 temperature=0,
                 max_tokens=1,  # the prompt is the slow part; the answer is thrown away
             )

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+
+from openai.types.chat import (
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageParam,
+    ChatCompletionNamedToolChoiceParam,
+    ChatCompletionSystemMessageParam,
+    ChatCompletionUserMessageParam,
+)
 
 from taskyard_common.catalog import Catalog, SpecialistSpec
 from taskyard_common.messages import TaskInput
@@ -78,7 +85,7 @@ def build_system_prompt(catalog: Catalog) -> str:
     )
 
 
-def build_route_tool(catalog: Catalog) -> dict[str, Any]:
+def build_route_tool(catalog: Catalog) -> ChatCompletionFunctionToolParam:
     """The forced tool call's schema: the enum makes a well-behaved model answer only catalog names."""
     return {
         "type": "function",
@@ -131,7 +138,7 @@ class RoutingPrompt:
     """The constant part of every routing call, built once per catalog."""
 
     system_prompt: str
-    tool: dict[str, Any]
+    tool: ChatCompletionFunctionToolParam
     specialists: tuple[str, ...]
     max_request_chars: int = 8000
 
@@ -142,7 +149,7 @@ class RoutingPrompt:
         )
 
     @property
-    def tool_choice(self) -> dict[str, Any]:
+    def tool_choice(self) -> ChatCompletionNamedToolChoiceParam:
         return {"type": "function", "function": {"name": ROUTE_TOOL_NAME}}
 
     def user_message(self, task_input: TaskInput) -> str:
@@ -152,8 +159,7 @@ class RoutingPrompt:
             return f"{REQUEST_OPEN_TRUNCATED}\n{data[: self.max_request_chars]}\n{REQUEST_CLOSE}"
         return f"{REQUEST_OPEN}\n{data}\n{REQUEST_CLOSE}"
 
-    def messages(self, task_input: TaskInput) -> list[dict[str, str]]:
-        return [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": self.user_message(task_input)},
-        ]
+    def messages(self, task_input: TaskInput) -> list[ChatCompletionMessageParam]:
+        system: ChatCompletionSystemMessageParam = {"role": "system", "content": self.system_prompt}
+        user: ChatCompletionUserMessageParam = {"role": "user", "content": self.user_message(task_input)}
+        return [system, user]

@@ -22,8 +22,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from taskyard_broker_agent.ngrams import FuzzyVocabulary
-from taskyard_broker_agent.text import MAX_INPUT_CHARS, input_text, stem, tokenize
+from taskyard_broker_agent.routing.ngrams import FuzzyVocabulary
+from taskyard_broker_agent.routing.text import MAX_INPUT_CHARS, input_text, stem, tokenize
 from taskyard_common.catalog import Catalog, SpecialistSpec
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
 
@@ -126,15 +126,15 @@ class RulesRouter:
         self._phrase_lengths = sorted({len(p) for profile in self._profiles for p in profile.phrases})
         self._fuzzy = FuzzyVocabulary(t for profile in self._profiles for t in profile.terms)
 
-    def _counts(self, tokens: list[str]) -> Counter[str]:
+    def _counts(self, tokens: list[str]) -> dict[str, float]:
         """Term frequencies, the lead words weighted up, unknown words counted as their closest term."""
-        counts: Counter[str] = Counter()
+        counts: dict[str, float] = {}
         for position, token in enumerate(tokens):
             weight = LEAD_WEIGHT if position < LEAD_WORDS else 1.0
             if token not in self._idf and (close := self._fuzzy.closest(token)) is not None:
                 token, similarity = close
                 weight *= similarity
-            counts[token] += weight
+            counts[token] = counts.get(token, 0.0) + weight
         return counts
 
     def scores(self, task_input: TaskInput) -> list[Match]:

@@ -3,7 +3,7 @@
 ``<prefix>.dead-letters`` receives what the work queues dead-letter: a rejected message (an invalid body, a
 permanent error), one redelivered past the queue's delivery limit, one that expired or overflowed. For each,
 the task becomes ``dead_lettered`` and its ``dead_letters`` row keeps the message for a replay
-(``/v1/dead-letters``); see ``deaths`` for how a message is read.
+(``/v1/dead-letters``); see ``parsing`` for how a message is read.
 
 The dead-letter queue is the end of the line: no delivery limit, no delay route back to it. When the
 database is unreachable a dead letter is therefore held for a pause that doubles per redelivery, then
@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
 
 import aiormq
 from aio_pika.abc import AbstractIncomingMessage
 
-from taskyard_broker_agent.deaths import parse_dead_letter
+from taskyard_broker_agent.context import AgentContext
+from taskyard_broker_agent.dead_letters.parsing import parse_dead_letter
 from taskyard_common import metrics
 from taskyard_common.errors import TaskyardError
-from taskyard_common.store import TaskStore
-from taskyard_common.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +39,7 @@ def deliveries_before(delivery: AbstractIncomingMessage) -> int:
 
 def retry_pause(deliveries: int, base_seconds: float, max_seconds: float) -> float:
     """base, 2 x base, 4 x base, ... up to max: the pause before a dead letter is requeued."""
-    return min(max_seconds, base_seconds * 2 ** min(deliveries, 30))
+    return min(max_seconds, base_seconds * 2.0 ** min(deliveries, 30))
 
 
 async def _settle(delivery: AbstractIncomingMessage, *, ack: bool) -> None:
@@ -56,21 +54,12 @@ async def _settle(delivery: AbstractIncomingMessage, *, ack: bool) -> None:
 
 
 class DeadLetterConsumer:
-    def __init__(
-        self,
-        store: TaskStore,
-        topology: Topology,
-        *,
-        retry_base_seconds: float = 1.0,
-        retry_max_seconds: float = 30.0,
-        specialists: Collection[str] = (),
-    ) -> None:
-        self._store = store
-        self._topology = topology
-        # The catalog's names: the bounded specialist label of taskyard_tasks_dead_lettered_total.
-        self._specialists = frozenset(specialists)
-        self._retry_base = retry_base_seconds
-        self._retry_max = retry_max_seconds
+    def __init__(self, context: AgentContext) -> None:
+        self._store = context.store
+        self._topology = context.topology
+        self._specialists = context.specialists
+        self._retry_base = context.settings.broker.retry_base_seconds
+        self._retry_max = context.settings.broker.retry_max_seconds
 
     async def on_message(self, delivery: AbstractIncomingMessage) -> None:
         """Record, then ack; on a failure hold the message for a while, then requeue it."""

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from taskyard_broker_agent.text import normalize
+from taskyard_broker_agent.routing.text import normalize
 from taskyard_common.messages import RoutingDecision, TaskInput
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from taskyard_broker_agent.text import normalize
+from taskyard_broker_agent.routing.text import normalize
 from taskyard_common.messages import TaskInput
 
 # Kinds of directive found (the decision records which fired).

@@ -20,12 +20,13 @@ import logging
 import time
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from taskyard_broker_agent.cache import DecisionCache
-from taskyard_broker_agent.catalog import ROUTE_TOOL_NAME, RoutingPrompt
-from taskyard_broker_agent.guard import DirectiveGuard, Inspection
-from taskyard_broker_agent.rules import RulesRouter
+from taskyard_broker_agent.routing.cache import DecisionCache
+from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
+from taskyard_broker_agent.routing.prompt import ROUTE_TOOL_NAME, RoutingPrompt
+from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
@@ -57,12 +58,14 @@ class RouteAnswer(BaseModel):
     confidence: float = Field(ge=0.0, le=1.0)
 
 
-def parse_answer(response: object, specialists: tuple[str, ...], min_confidence: float) -> RoutingDecision:
+def parse_answer(
+    response: ChatCompletion, specialists: tuple[str, ...], min_confidence: float
+) -> RoutingDecision:
     """The decision in a chat completion, or ``InvalidAnswer`` saying what is wrong with it."""
-    choices = getattr(response, "choices", None) or []
+    # The SDK builds responses without validating them: a server may leave out what the types promise.
+    choices = response.choices or []
     calls = (choices[0].message.tool_calls or []) if choices else []
-    # Custom (non-function) tool calls have no ``function``.
-    functions = [c.function for c in calls if getattr(c, "function", None) is not None]
+    functions = [c.function for c in calls if isinstance(c, ChatCompletionMessageFunctionToolCall)]
     function = next((f for f in functions if f.name == ROUTE_TOOL_NAME), None)
     if function is None:
         raise InvalidAnswer(f"no {ROUTE_TOOL_NAME} tool call in the answer")
@@ -186,9 +189,9 @@ class Router:
                 with metrics.track_llm_request(self._model):
                     response = await self._client.chat.completions.create(
                         model=self._model,
-                        messages=self._prompt.messages(request),  # type: ignore[arg-type]
-                        tools=[self._prompt.tool],  # type: ignore[list-item]
-                        tool_choice=self._prompt.tool_choice,  # type: ignore[arg-type]
+                        messages=self._prompt.messages(request),
+                        tools=[self._prompt.tool],
+                        tool_choice=self._prompt.tool_choice,
                         temperature=0,
                     )
         except Exception as exc:
@@ -253,11 +256,14 @@ class Router:
         return decision.model_copy(update={"reason": note[:_REASON_MAX]})
 
 
-def _count_tokens(response: object) -> int:
+def _count_tokens(response: ChatCompletion) -> int:
     """The call's total tokens, counted in ``taskyard_routing_llm_tokens_total`` too (0 if not reported)."""
-    usage = getattr(response, "usage", None)
-    prompt = getattr(usage, "prompt_tokens", 0) or 0
-    completion = getattr(usage, "completion_tokens", 0) or 0
+    usage = response.usage
+    if usage is None:
+        return 0
+    # Servers that report usage partly leave the other fields out (None, despite the types).
+    prompt = usage.prompt_tokens or 0
+    completion = usage.completion_tokens or 0
     metrics.ROUTING_TOKENS.labels("prompt").inc(prompt)
     metrics.ROUTING_TOKENS.labels("completion").inc(completion)
-    return int(getattr(usage, "total_tokens", 0) or prompt + completion)
+    return usage.total_tokens or prompt + completion

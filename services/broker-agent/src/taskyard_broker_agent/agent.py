@@ -1,0 +1,133 @@
+"""The broker agent: the intake and dead-letter consumers, the lease reaper and the queue sampler, on the
+resources of one process; a graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from contextlib import AsyncExitStack
+from types import TracebackType
+
+import aiormq
+from aio_pika.abc import AbstractQueue
+
+from taskyard_broker_agent.dead_letters.consumer import DeadLetterConsumer
+from taskyard_broker_agent.inflight import InFlight
+from taskyard_broker_agent.intake.handler import IntakeHandler
+from taskyard_broker_agent.queue_metrics import QueueMetrics
+from taskyard_broker_agent.reaper import Reaper
+from taskyard_broker_agent.resources import Resources
+from taskyard_broker_agent.settings import ServiceSettings
+from taskyard_common import metrics
+from taskyard_common.amqp import consume
+from taskyard_common.messages import IntakeMessage
+
+log = logging.getLogger(__name__)
+
+
+class BrokerAgent:
+    """Consumes the intake and dead-letter queues and reaps expired leases until stopped.
+    ``async with BrokerAgent(settings):`` runs it in-process."""
+
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings
+        self.resources: Resources | None = None
+        self.reaper: Reaper | None = None
+        self._queue_metrics: QueueMetrics | None = None
+        self._intake_inflight = InFlight("intake message")
+        self._dead_letter_inflight = InFlight("dead letter")
+        self._consumers: list[tuple[AbstractQueue, str]] = []
+        self._closing: AsyncExitStack | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Intake messages being handled right now (their settlement included)."""
+        return len(self._intake_inflight)
+
+    async def start(self) -> None:
+        closing = AsyncExitStack()
+        resources = await closing.enter_async_context(Resources.open(self.settings, ready=self.ready))
+        self.resources = resources
+        try:
+            await self._start_parts(resources)
+        except BaseException:
+            self.resources = None
+            try:
+                await self._stop_parts(grace_seconds=0)
+            finally:
+                await closing.aclose()
+            raise
+        self._closing = closing
+        log.info(
+            "consuming %s (prefetch %d, routing with %s) and %s; reaping expired leases every %.1f s",
+            resources.intake_queue.name,
+            self.settings.broker.prefetch,
+            f"LLM {self.settings.llm.model}" if resources.router.uses_llm else "rules only",
+            resources.dead_letter_queue.name,
+            self.settings.broker.reaper_interval_seconds,
+        )
+
+    async def _start_parts(self, resources: Resources) -> None:
+        metrics.init_broker_labels(resources.catalog.names)
+        if resources.router.uses_llm:
+            metrics.init_llm_labels(self.settings.llm.model)
+        context = resources.context()
+        intake = IntakeHandler(context)
+        dead_letters = DeadLetterConsumer(context)
+        self.reaper = Reaper(context)
+        self.reaper.start()
+        self._queue_metrics = QueueMetrics(context, resources.connection)
+        self._queue_metrics.start()
+        tag = await resources.dead_letter_queue.consume(
+            self._dead_letter_inflight.track(dead_letters.on_message)
+        )
+        self._consumers.append((resources.dead_letter_queue, tag))
+        tag = await consume(resources.intake_queue, IntakeMessage, self._intake_inflight.track(intake))
+        self._consumers.append((resources.intake_queue, tag))
+
+    async def ready(self) -> bool:
+        """What ``/readyz`` answers: the reaper's loop running, the broker channels open, the database
+        answering."""
+        resources, reaper = self.resources, self.reaper
+        if resources is None or reaper is None or not reaper.running:
+            return False
+        return await resources.reachable()
+
+    async def stop(self) -> None:
+        """Stop taking messages, let those in flight and the reaper's round finish (bounded), then close
+        everything."""
+        closing, self._closing = self._closing, None
+        if closing is None:
+            return
+        self.resources = None
+        try:
+            await self._stop_parts(self.settings.broker.shutdown_grace_seconds)
+        finally:
+            await closing.aclose()
+        log.info("stopped")
+
+    async def _stop_parts(self, grace_seconds: float) -> None:
+        queue_metrics, self._queue_metrics = self._queue_metrics, None
+        if queue_metrics is not None:
+            await queue_metrics.stop()
+        consumers, self._consumers = self._consumers, []
+        for queue, tag in consumers:
+            # The channel may be gone already (a broker outage): its consumer went with it.
+            with contextlib.suppress(RuntimeError, aiormq.exceptions.AMQPError):
+                await queue.cancel(tag)
+        reaper, self.reaper = self.reaper, None
+        await asyncio.gather(
+            self._intake_inflight.drain(grace_seconds),
+            self._dead_letter_inflight.drain(grace_seconds),
+            reaper.stop(grace_seconds) if reaper is not None else asyncio.sleep(0),
+        )
+
+    async def __aenter__(self) -> BrokerAgent:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,119 @@
+"""Everything the broker agent process holds open: opened once at start, closed once, in reverse order.
+
+The catalog is read before anything connects, so a bad catalog fails at once (exit 2, see ``main``)
+instead of after connecting to the database and the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustConnection
+
+from taskyard_broker_agent.context import AgentContext
+from taskyard_broker_agent.routing.router import Router
+from taskyard_broker_agent.settings import ServiceSettings
+from taskyard_common.amqp import Publisher, connect, server_version
+from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common.health import HealthServer, ReadyCheck
+from taskyard_common.store import PostgresTaskStore
+from taskyard_common.topology import Topology, dead_letter_queue_arguments, declare
+
+SERVICE = "taskyard-broker-agent"
+# /readyz must answer quickly even when the database hangs.
+_READY_TIMEOUT_SECONDS = 2.0
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    settings: ServiceSettings
+    catalog: Catalog
+    topology: Topology
+    store: PostgresTaskStore
+    router: Router
+    connection: AbstractRobustConnection
+    # The intake consumer's channel: its prefetch bounds the intake messages in flight in this process.
+    intake_channel: AbstractChannel
+    intake_queue: AbstractQueue
+    # Dead letters on a channel of their own: their prefetch is independent of the intake's.
+    dead_letter_channel: AbstractChannel
+    dead_letter_queue: AbstractQueue
+    publisher: Publisher
+    health: HealthServer
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, settings: ServiceSettings, *, ready: ReadyCheck) -> AsyncIterator[Resources]:
+        """Open everything, yield it, close it in reverse order. ``ready`` answers ``/readyz``."""
+        catalog = load_catalog(settings.catalog.path)
+        topology = Topology(settings.amqp.prefix)
+        async with AsyncExitStack() as stack:
+            store = await PostgresTaskStore.open(settings.db)
+            stack.push_async_callback(store.close)
+            router = Router.create(
+                catalog,
+                settings.llm if settings.llm_routing_enabled else None,
+                min_confidence=settings.broker.min_confidence,
+                max_request_chars=settings.broker.max_request_chars,
+                cache_size=settings.broker.cache_size,
+                cache_ttl_seconds=settings.broker.cache_ttl_seconds,
+            )
+            stack.push_async_callback(router.close)
+            connection = await connect(settings.amqp, name=SERVICE)
+            stack.push_async_callback(connection.close)
+            log.info("connected to RabbitMQ %s", ".".join(map(str, server_version(connection))))
+            intake_channel = await connection.channel()
+            await intake_channel.set_qos(prefetch_count=settings.broker.prefetch)
+            declared = await declare(intake_channel, topology, catalog.names, settings.amqp)
+            dead_letter_channel = await connection.channel()
+            await dead_letter_channel.set_qos(prefetch_count=settings.broker.dead_letter_prefetch)
+            dead_letter_queue = await dead_letter_channel.declare_queue(
+                topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
+            )
+            publisher = await Publisher.open(connection, settings.amqp)
+            stack.push_async_callback(publisher.close)
+            health = HealthServer(settings.health, ready=ready)
+            await health.start()
+            stack.push_async_callback(health.close)
+            yield cls(
+                settings=settings,
+                catalog=catalog,
+                topology=topology,
+                store=store,
+                router=router,
+                connection=connection,
+                intake_channel=intake_channel,
+                intake_queue=declared.queues[topology.intake_queue],
+                dead_letter_channel=dead_letter_channel,
+                dead_letter_queue=dead_letter_queue,
+                publisher=publisher,
+                health=health,
+            )
+
+    def context(self) -> AgentContext:
+        """What the agent's parts work with."""
+        return AgentContext(
+            settings=self.settings,
+            catalog=self.catalog,
+            topology=self.topology,
+            store=self.store,
+            publisher=self.publisher,
+            router=self.router,
+        )
+
+    async def reachable(self) -> bool:
+        """The broker connection and both consuming channels open, and the database answering in time."""
+        if self.connection.is_closed or self.intake_channel.is_closed or self.dead_letter_channel.is_closed:
+            return False
+        try:
+            async with asyncio.timeout(_READY_TIMEOUT_SECONDS):
+                await self.store.ping()
+        except Exception:
+            return False
+        return True
