@@ -73,3 +73,23 @@ async def test_discard_forgets_the_steps_and_their_size(store):
     await store.record_steps([reply(task_id, 1, ["a"]), result(task_id, 1, "a")], owner="w")
     assert await store.discard_steps(task_id) == 2
     assert await store.steps(task_id) == [] and (await store.get(task_id)).checkpoint_bytes == 0
+
+
+async def test_usage_counts_each_call_once_steps_then_outcomes(store):
+    task_id = await running(store)
+    # Steps add their calls' usage when recorded (once, however often they are recorded)...
+    await store.record_steps([reply(task_id, 1, ["a"]), result(task_id, 1, "a")], owner="w")
+    await store.record_steps([reply(task_id, 1, ["a"])], owner="w")
+    assert (await store.get(task_id)).usage == Usage(prompt_tokens=3, total_tokens=3)
+    # ...and an outcome adds what the attempt used beyond them.
+    extra = Usage(prompt_tokens=1, completion_tokens=2, total_tokens=3)
+    assert await store.complete(task_id, {"output": "x"}, extra, owner="w")
+    assert (await store.get(task_id)).usage == Usage(prompt_tokens=4, completion_tokens=2, total_tokens=6)
+
+
+async def test_a_resumed_attempt_notes_it_in_the_history(store):
+    task_id = await running(store)
+    entry = {"event": "resumed", "attempt": 1, "resumed_from_step": 3}
+    assert await store.append_attempt_log(task_id, "w", entry)
+    assert not await store.append_attempt_log(task_id, "other", entry), "only under the lease"
+    assert (await store.get(task_id)).attempt_log == [entry]

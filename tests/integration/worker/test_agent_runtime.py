@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
@@ -11,21 +13,24 @@ import pytest
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import TransientError
 from taskyard_common.llm import make_client
+from taskyard_common.messages import Usage
+from taskyard_common.metrics import LLM_STEP_RETRIES
 from taskyard_common.settings import LlmSettings
+from taskyard_common.store import Step
 from taskyard_devkit.devllm import DevLlm
 from taskyard_devkit.ports import free_port
-from taskyard_worker.runtime import (
-    Agent,
-    AttemptTimeout,
-    LlmRateLimited,
-    LlmRejected,
-    MaxStepsExceeded,
-    RunTrace,
-)
+from taskyard_worker.llm_calls import AttemptTimeout, LlmRateLimited, LlmRejected, MaxStepsExceeded
+from taskyard_worker.runtime import Agent, HandBack, RunTrace
 from taskyard_worker.tools import Tool, ToolRegistry
 from taskyard_worker.tools.calculator import Calculator
 
 pytestmark = pytest.mark.integration
+
+TASK = uuid.uuid4()
+
+
+def counter(metric: Any, *labels: str) -> float:
+    return float(metric.labels(*labels)._value.get())
 
 
 class Shout(Tool):
@@ -156,7 +161,94 @@ async def test_llm_errors_are_classified(
     model = devllm.new_model()
     await devllm.script(model, [{"status": status}])
     with pytest.raises(error, match=f"HTTP {status}"):
-        await agent(client, model, tools).run("hello")
+        await agent(client, model, tools, llm_retries=0).run("hello")
+
+
+async def test_provider_blips_are_absorbed_inside_the_step(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    await devllm.script(model, [{"status": 500}, {"status": 503}, {"content": "fine"}])
+    before = counter(LLM_STEP_RETRIES, "general", "server_error")
+    result = await agent(client, model, tools).run("hello")  # llm_retries: 2 by default
+    assert result.output == "fine" and result.steps == 1
+    assert len(await devllm.requests(model)) == 3
+    assert counter(LLM_STEP_RETRIES, "general", "server_error") == before + 2
+    # One blip more than the retries allow fails the attempt (transiently).
+    await devllm.script(model, [{"status": 500}, {"status": 500}])
+    with pytest.raises(TransientError, match="HTTP 500"):
+        await agent(client, model, tools, llm_retries=1).run("hello")
+
+
+class Recorder:
+    """A checkpoint in memory: what a run records, as the store would keep it."""
+
+    def __init__(self, fail_from_step: int | None = None) -> None:
+        self.steps: list[Step] = []
+        self._fail_from = fail_from_step
+
+    async def record(
+        self,
+        step: int,
+        message: dict[str, Any],
+        *,
+        call_id: str = "",
+        usage: Usage | None = None,
+        ok: bool | None = None,
+    ) -> bool:
+        if self._fail_from is not None and step >= self._fail_from:
+            return False
+        self.steps.append(Step(task_id=TASK, step=step, call_id=call_id, message=message, usage=usage, ok=ok))
+        return True
+
+
+TOOL_STEP = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]}
+
+
+async def test_a_run_resumes_after_its_recorded_steps_and_reuses_their_tool_results(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    await devllm.script(model, [TOOL_STEP, TOOL_STEP, {"content": "done"}], by_turn=True)
+    first = Recorder(fail_from_step=3)
+    await agent(client, model, tools).run("go", checkpoint=first)
+    assert len(await devllm.requests(model)) == 3
+    assert [(s.step, s.call_id == "") for s in first.steps] == [(1, True), (1, False), (2, True), (2, False)]
+    # A new attempt with the first two steps: one call (step 3), no tool run again.
+    trace = RunTrace()
+    second = Recorder()
+    result = await agent(client, model, tools).run("go", trace, steps=first.steps, checkpoint=second)
+    assert result.output == "done" and result.steps == 3
+    assert trace.resumed_from_step == 2 and len(await devllm.requests(model)) == 4
+    assert len(result.tool_calls) == 2, "the recorded tool calls count, none ran again"
+    resumed = (await devllm.requests(model))[-1]["messages"]
+    assert [m["role"] for m in resumed] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    # Steps recorded by the first attempt carry their usage; the new call is recorded by this one.
+    assert trace.unrecorded == Usage() and [s.step for s in second.steps] == [3]
+    # The answer itself recorded: the next attempt completes without calling the LLM.
+    again = await agent(client, model, tools).run("go", steps=first.steps + second.steps)
+    assert again.output == "done" and len(await devllm.requests(model)) == 4
+
+
+async def test_a_stop_between_steps_hands_back_after_the_current_step(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    await devllm.script(
+        model, [{**TOOL_STEP, "delay_seconds": 0.3}, TOOL_STEP, {"content": "done"}], by_turn=True
+    )
+    stop = asyncio.Event()
+    recorder = Recorder()
+    run = asyncio.create_task(
+        agent(client, model, tools).run("go", checkpoint=recorder, stop_after_step=stop)
+    )
+    await asyncio.sleep(0.1)  # inside step 1's LLM call
+    stop.set()
+    with pytest.raises(HandBack) as handed_back:
+        await run
+    assert handed_back.value.step == 1
+    assert [(s.step, bool(s.call_id)) for s in recorder.steps] == [(1, False), (1, True)], "step 1 finished"
+    assert len(await devllm.requests(model)) == 1
 
 
 async def test_unreachable_llm_is_transient(tools: ToolRegistry) -> None:
@@ -206,7 +298,8 @@ async def test_a_429_carries_the_wait_the_llm_asked_for(
 
 async def test_a_slow_llm_call_within_the_deadline_is_transient(tools: ToolRegistry, devllm: DevLlm) -> None:
     model = devllm.new_model()
-    await devllm.script(model, [{"delay_seconds": 1, "content": "too late"}])
+    # Every try too slow: the in-step retries are used up, then the attempt fails transiently.
+    await devllm.script(model, [{"delay_seconds": 1, "content": "too late"}], repeat_last=True)
     llm = make_client(LlmSettings(base_url=devllm.base_url, timeout_seconds=0.3))
     try:
         with pytest.raises(TransientError, match="APITimeoutError"):

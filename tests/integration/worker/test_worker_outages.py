@@ -8,7 +8,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import Usage
 from taskyard_common.settings import DbSettings
+from taskyard_common.store import Step
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
 from tests.integration.worker.helpers import Harness, wait_outcome
@@ -50,20 +52,47 @@ async def test_a_store_outage_at_start_defers_the_message_until_the_store_is_bac
     assert await harness.bus.dead_letters() == 0
 
 
-async def test_an_outcome_the_store_could_not_record_is_retried_not_lost(
+async def test_a_store_outage_at_completion_keeps_the_answer_without_another_llm_call(
     harness: Harness, make_settings: Callable[..., ServiceSettings], db_proxy: tuple[TcpProxy, DbSettings]
 ) -> None:
     proxy, proxied = db_proxy
-    await harness.script([{"delay_seconds": 1.5, "content": "not recorded"}, {"content": "recorded"}])
+    await harness.script([{"delay_seconds": 1.5, "content": "the answer"}])
     settings = make_settings(lease_seconds=2).model_copy(update={"db": proxied})
     async with running_worker(settings, "general") as worker:
         message = await harness.submit()
         await harness.wait_llm_calls(1)
-        await proxy.stop()
-        # The answer cannot be committed: the attempt counts as failed transiently, its retry is published.
-        await wait_outcome(worker, "retry_scheduled")
+        await proxy.stop()  # the answer arrives while the database is away
+        # The answer is kept and its recording tried again (not thrown away with the attempt charged).
+        await wait_outcome(worker, "complete_retried")
         await proxy.resume()
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
-    assert record.result is not None and record.result["output"] == "recorded"
-    assert record.attempts == 2
+    assert record.result is not None and record.result["output"] == "the answer"
+    assert record.attempts == 1 and record.attempt_log == []
+    assert len(await harness.llm_requests()) == 1, "no second LLM call"
+    assert record.usage.total_tokens > 0
     assert await harness.bus.dead_letters() == 0
+
+
+async def test_an_answer_checkpointed_by_an_earlier_attempt_completes_without_the_llm(
+    harness: Harness, make_settings: Callable[..., ServiceSettings]
+) -> None:
+    # An earlier worker got the answer and recorded it, then could not complete the task (it died, or
+    # the database went away for longer than it kept trying): the task is back in its queue.
+    message = await harness.submit(publish=False)
+    store = harness.store
+    assert (await store.start(message.task_id, owner="gone", lease_seconds=30, attempt=1)).record
+    answer = Step(
+        task_id=message.task_id,
+        step=1,
+        message={"role": "assistant", "content": "recorded answer"},
+        usage=Usage(prompt_tokens=5, completion_tokens=2, total_tokens=7),
+    )
+    assert await store.record_steps([answer], owner="gone") == {message.task_id}
+    assert await store.release(message.task_id, "gone")
+    await harness.bus.send_work(message)
+    async with running_worker(make_settings(), "general"):
+        record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
+    assert record.result is not None and record.result["output"] == "recorded answer"
+    assert await harness.llm_requests() == []
+    assert record.usage == Usage(prompt_tokens=5, completion_tokens=2, total_tokens=7), "counted once"
+    assert record.attempt_log[-1]["resumed_from_step"] == 1

@@ -17,8 +17,9 @@ from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 
-# The shortest backoff: every retry waits in the 1-second delay tier.
-FAST_RETRIES = {"backoff_base_seconds": 1, "backoff_max_seconds": 1}
+# The shortest backoff: every retry waits in the 1-second delay tier. No retries inside the step: here each
+# scripted failure costs an attempt (test_agent_runtime covers the in-step retries).
+FAST_RETRIES = {"backoff_base_seconds": 1, "backoff_max_seconds": 1, "llm_retries": 0}
 
 
 @pytest.fixture

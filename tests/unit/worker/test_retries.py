@@ -10,8 +10,8 @@ import pytest
 
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import StoreUnavailable, TransientError
+from taskyard_worker.llm_calls import AttemptTimeout, LlmRateLimited, retry_after_seconds
 from taskyard_worker.retries import MAX_FREE_DEFERRALS, plan_retry, retry_reason
-from taskyard_worker.runtime import AttemptTimeout, LlmRateLimited, retry_after_seconds
 
 
 def spec(**overrides: Any) -> SpecialistSpec:
@@ -37,7 +37,7 @@ def llm_timeout() -> TransientError:
     ("error", "reason"),
     [
         (TransientError("LLM answered HTTP 500"), "transient"),
-        (StoreUnavailable("database unavailable"), "transient"),
+        (StoreUnavailable("database unavailable"), "store_unavailable"),
         (LlmRateLimited("LLM answered HTTP 429", 2), "rate_limited"),
         (AttemptTimeout("the attempt did not finish within 1 s"), "timeout"),
         (llm_timeout(), "timeout"),
@@ -115,3 +115,12 @@ def test_retry_after_as_an_http_date() -> None:
     assert retry_after_seconds({"retry-after": header}, now=now) == 30
     past = format_datetime(now - timedelta(seconds=30), usegmt=True)
     assert retry_after_seconds({"retry-after": past}, now=now) == 0
+
+
+def test_an_outcome_the_store_could_not_record_is_deferred_uncharged_within_a_bound() -> None:
+    # Not the task's fault, and its steps (its answer too) are checkpointed: the next attempt resumes.
+    plan = plan_retry(StoreUnavailable("database unavailable"), 3, spec(max_attempts=3))
+    assert plan is not None and not plan.charged and plan.next_attempt == 3
+    assert plan.reason == "store_unavailable"
+    deferrals = [{"charged": False}] * MAX_FREE_DEFERRALS
+    assert plan_retry(StoreUnavailable("again"), 3, spec(max_attempts=3), deferrals) is None

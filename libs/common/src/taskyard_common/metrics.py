@@ -160,7 +160,7 @@ LLM_OUTCOMES = ("ok", "rate_limited", "server_error", "client_error", "timeout",
 
 # Terminal statuses a worker records, and why a worker schedules a task again.
 WORKER_FINISHED_STATUSES = ("completed", "failed", "cancelled")
-RETRY_REASONS = ("transient", "rate_limited", "timeout")
+RETRY_REASONS = ("transient", "rate_limited", "timeout", "store_unavailable")
 STEP_RETRY_REASONS = ("server_error", "timeout", "connection_error")
 
 

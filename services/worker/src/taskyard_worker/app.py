@@ -1,8 +1,9 @@
 """``taskyard-worker --specialist NAME``: consume one specialist's queues until SIGTERM.
 
 Shutdown is graceful because Kubernetes (and KEDA scale-in) stops busy pods: the consumers are cancelled
-first so no new task arrives, in-flight tasks get ``shutdown_grace_seconds`` to finish, and whatever is still
-running after that is handed back (republished, lease released, not charged) for another worker.
+first so no new task arrives, each running task finishes the step it is in (recorded), and is handed back
+(republished, lease released, not charged) to resume at the next step on another worker; a task whose step
+was its last completes. A step still running after ``shutdown_grace_seconds`` is cut short and handed back.
 """
 
 from __future__ import annotations
@@ -82,13 +83,16 @@ class Worker:
             )
 
     async def stop(self) -> None:
-        """Stop taking messages, let in-flight tasks finish within the grace period, hand back the rest."""
+        """Stop taking messages, let in-flight tasks finish their step within the grace period, hand them
+        back."""
         consumers, self._work_consumers = self._work_consumers, []
         for queue, tag in consumers:
             await self._cancel_consumer(queue, tag)
         grace = self.resources.settings.worker.shutdown_grace_seconds
         if self.flights:
-            log.info("waiting up to %gs for %d tasks in flight", grace, len(self.flights))
+            log.info(
+                "waiting up to %gs for %d tasks in flight to finish their step", grace, len(self.flights)
+            )
         handed_back = await self.handler.drain(grace)
         if handed_back:
             log.warning("grace period over: stopped %d deliveries and handed their tasks back", handed_back)

@@ -1,9 +1,8 @@
-"""Running a started task and recording how its attempt ended: completed, failed, retry scheduled,
-cancelled, handed back, or nothing at all (lease lost).
+"""Running the attempt of a started task: its checkpoints loaded, the agent run under the lease, the
+message settled early when the run is long, and the end handed to ``OutcomeRecorder`` (outcomes.py).
 
-Order of a retry: publish the next attempt's message (confirmed), then record ``retrying`` in the store, then
-the helper acks. A crash in between leaves a duplicate message at worst, never a lost task: the store's
-conditional start drops the duplicate.
+A task with checkpoints continues from them (unless its specialist says ``resume: false``, when they are
+dropped and the run starts over); the attempt history then says from which step.
 """
 
 from __future__ import annotations
@@ -16,32 +15,24 @@ from typing import Any
 
 import aiormq
 
-from taskyard_common.errors import PermanentError, StoreUnavailable, TaskyardError, TransientError
-from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import Usage, WorkMessage
+from taskyard_common.errors import PermanentError, StoreUnavailable, TaskyardError
+from taskyard_common.messages import WorkMessage
 from taskyard_common.metrics import (
     LLM_TOKENS,
     TASK_DURATION,
+    TASK_EARLY_SETTLES,
     TASK_QUEUE_WAIT,
-    TASK_RETRIES,
-    TASKS_FINISHED,
+    TASK_RESUMES,
     TASKS_IN_FLIGHT,
 )
-from taskyard_common.retry import publish_delayed
-from taskyard_common.store import TaskRecord
-from taskyard_common.task_errors import TaskError, TaskErrorType, task_error
-from taskyard_common.topology import work_target
+from taskyard_common.store import Step, TaskRecord
+from taskyard_worker.checkpoints import LeaseLost, RunCheckpoint
 from taskyard_worker.context import WorkerContext
-from taskyard_worker.flights import Flight, Source, StopReason
-from taskyard_worker.retries import plan_retry
-from taskyard_worker.runtime import AgentResult, RunTrace
+from taskyard_worker.flights import Flight
+from taskyard_worker.outcomes import OutcomeRecorder
+from taskyard_worker.runtime import AgentResult, HandBack, RunTrace
 
 log = logging.getLogger(__name__)
-
-
-def error_record(exc: PermanentError) -> TaskError:
-    """The ``error`` stored on a failed task: a stable type and a human message (never the input)."""
-    return task_error(exc.kind, str(exc))
 
 
 def queue_wait_seconds(record: TaskRecord, message: WorkMessage) -> float:
@@ -72,6 +63,7 @@ class AttemptRunner:
 
     def __init__(self, ctx: WorkerContext) -> None:
         self._ctx = ctx
+        self._outcomes = OutcomeRecorder(ctx)
 
     async def run(self, flight: Flight, record: TaskRecord) -> None:
         """Run the started task of ``flight`` (this worker holds its lease) and record the outcome."""
@@ -82,12 +74,9 @@ class AttemptRunner:
             await self._run(flight, record)
 
     async def _run(self, flight: Flight, record: TaskRecord) -> None:
-        message = flight.message
         trace = RunTrace()
         started = time.monotonic()
-        run = asyncio.create_task(
-            self._ctx.agent.run(message.input, trace, timeout_seconds=message.timeout_seconds)
-        )
+        run = asyncio.create_task(self._attempt(flight, record, trace))
         run.add_done_callback(_retrieve)
         flight.run = run
         if flight.stop_reason is not None:
@@ -105,30 +94,80 @@ class AttemptRunner:
             LLM_TOKENS.labels(self._ctx.specialist, "prompt").inc(trace.usage.prompt_tokens)
             LLM_TOKENS.labels(self._ctx.specialist, "completion").inc(trace.usage.completion_tokens)
         summary = f"{time.monotonic() - started:.2f}s, steps={trace.steps}, tokens={trace.usage.total_tokens}"
-        # Usage adds up over the attempts: the store holds what the earlier ones used.
-        usage = record.usage + trace.usage
+        # What no checkpoint holds: the outcome adds it to the task's usage.
+        usage = trace.unrecorded
         if run.cancelled():
-            await self._stopped(flight, usage, summary)
+            await self._outcomes.stopped(flight, usage, summary)
             return
         exc = run.exception()
         if exc is not None and not isinstance(exc, Exception):
             raise exc
+        await self._note_resume(flight, record, trace)
         try:
             if exc is None:
-                await self._complete(flight, run.result(), usage, summary)
+                await self._outcomes.complete(flight, run.result(), usage, summary)
+                return
+            if isinstance(exc, HandBack):
+                await self._outcomes.hand_back(flight)
+                return
+            if isinstance(exc, LeaseLost):
+                self._outcomes.lost_lease(flight, summary)
                 return
             if isinstance(exc, PermanentError):
-                stored = await self._ctx.store.fail(
-                    message.task_id, error_record(exc), usage, self._ctx.owner
-                )
-                self._finished(flight, stored, TaskStatus.FAILED, summary)
+                await self._outcomes.fail(flight, exc, usage, summary)
                 return
         except StoreUnavailable as store_exc:
-            # The outcome could not be recorded: the attempt failed transiently after all.
+            # The outcome could not be recorded: the attempt failed transiently after all (uncharged: the
+            # next attempt resumes from the checkpoints).
             exc = store_exc
         if not isinstance(exc, TaskyardError):
-            log.warning("task %s: unexpected error; retrying it", message.task_id, exc_info=exc)
-        await self._retry(flight, exc, usage, record, summary)
+            log.warning("task %s: unexpected error; retrying it", flight.task_id, exc_info=exc)
+        await self._outcomes.retry(flight, exc, usage, record, summary)
+
+    async def _attempt(self, flight: Flight, record: TaskRecord, trace: RunTrace) -> AgentResult:
+        """Load the checkpoints, then run the agent from them."""
+        ctx = self._ctx
+        steps: list[Step] = []
+        recorded_bytes = record.checkpoint_bytes
+        if recorded_bytes:
+            if ctx.spec.resume:
+                steps = await ctx.store.steps(flight.task_id)
+            else:
+                await ctx.store.discard_steps(flight.task_id)
+                recorded_bytes = 0
+        checkpoint = None
+        if ctx.settings.checkpoint_max_bytes > 0:
+            checkpoint = RunCheckpoint(
+                ctx.steps,
+                flight.task_id,
+                recorded_bytes=recorded_bytes,
+                max_bytes=ctx.settings.checkpoint_max_bytes,
+            )
+        return await ctx.agent.run(
+            flight.message.input,
+            trace,
+            timeout_seconds=flight.message.timeout_seconds,
+            steps=steps,
+            checkpoint=checkpoint,
+            stop_after_step=flight.stop_after_step,
+        )
+
+    async def _note_resume(self, flight: Flight, record: TaskRecord, trace: RunTrace) -> None:
+        """A resumed attempt says so in the task's history (best effort: the outcome matters more)."""
+        if trace.resumed_from_step is None:
+            return
+        TASK_RESUMES.labels(self._ctx.specialist).inc()
+        entry = {
+            "event": "resumed",
+            "attempt": max(flight.message.attempt, record.attempts),
+            "resumed_from_step": trace.resumed_from_step,
+            "at": datetime.now(UTC).isoformat(),
+        }
+        log.info("task %s: resumed after step %d", flight.task_id, trace.resumed_from_step)
+        try:
+            await self._ctx.store.append_attempt_log(flight.task_id, self._ctx.owner, entry)
+        except StoreUnavailable:
+            log.warning("task %s: the resume could not be noted in its history", flight.task_id)
 
     async def _wait(self, flight: Flight, run: asyncio.Task[Any]) -> None:
         if not flight.settled:
@@ -145,139 +184,21 @@ class AttemptRunner:
         The store learns it first: acked but not marked, a dead worker's task would be no one's to reclaim.
         """
         try:
-            if not await self._ctx.store.settle(flight.message.task_id, self._ctx.owner):
+            if not await self._ctx.store.settle(flight.task_id, self._ctx.owner):
                 return  # the lease is gone: the run is being stopped, nothing to settle early
         except StoreUnavailable:
-            log.warning(
-                "task %s: could not mark the message settled; keeping it unacked", flight.message.task_id
-            )
+            log.warning("task %s: could not mark the message settled; keeping it unacked", flight.task_id)
             return
         try:
             await flight.incoming.ack()
         except (RuntimeError, aiormq.exceptions.AMQPError) as exc:
             # The channel is gone: the broker redelivers the message, which finds the lease and waits.
-            log.warning("task %s: could not ack early: %s", flight.message.task_id, type(exc).__name__)
+            log.warning("task %s: could not ack early: %s", flight.task_id, type(exc).__name__)
             return
+        TASK_EARLY_SETTLES.labels(self._ctx.specialist).inc()
         log.info(
             "task %s: still running after %gs; message acked early",
-            flight.message.task_id,
+            flight.task_id,
             self._ctx.settings.settle_after_seconds,
         )
         self._ctx.count("settled_early")
-
-    async def _complete(self, flight: Flight, result: AgentResult, usage: Usage, summary: str) -> None:
-        output = {"output": result.output, "steps": result.steps, "tool_calls": result.tool_calls}
-        stored = await self._ctx.store.complete(flight.message.task_id, output, usage, self._ctx.owner)
-        self._finished(flight, stored, TaskStatus.COMPLETED, summary)
-
-    def _finished(self, flight: Flight, stored: bool, status: TaskStatus, summary: str) -> None:
-        task_id = flight.message.task_id
-        if not stored:
-            # This worker lost the lease meanwhile (another delivery or the reaper has the task): the
-            # transition did not apply and is not counted.
-            log.warning("task %s: %s, but the lease was lost; not recorded", task_id, status)
-            self._ctx.count("not_recorded")
-            return
-        TASKS_FINISHED.labels(self._ctx.specialist, status.value).inc()
-        self._ctx.count(status.value)
-        log.info("task %s: %s (%s)", task_id, status, summary)
-
-    async def _stopped(self, flight: Flight, usage: Usage, summary: str) -> None:
-        task_id = flight.message.task_id
-        reason = flight.stop_reason
-        if reason is StopReason.SHUTDOWN:
-            await self._hand_back(flight)
-        elif reason is StopReason.CANCELLED:
-            stored = await self._ctx.store.cancel_running(task_id, self._ctx.owner, usage)
-            self._finished(flight, stored, TaskStatus.CANCELLED, summary)
-        else:
-            log.warning("task %s: lease lost; run stopped, nothing recorded (%s)", task_id, summary)
-            self._ctx.count("lost_lease")
-
-    async def _hand_back(self, flight: Flight) -> None:
-        """Shutdown after the grace period: the same message (same attempt) back where it came from, then
-        the lease released (queued, not charged); the helper then acks the original. No reject-with-requeue:
-        that would count a delivery toward the dead-letter limit of a task that did nothing wrong."""
-        message = flight.message
-        exchange = (
-            self._ctx.topology.tasks_exchange
-            if flight.source is Source.MAIN
-            else self._ctx.topology.quarantine_exchange
-        )
-        try:
-            await self._ctx.publisher.publish(exchange, self._ctx.specialist, message)
-        except TaskyardError as exc:
-            # Keep the lease: an unsettled message is requeued when the channel closes, a settled one is
-            # taken back by the reaper once the lease runs out. Releasing now could lose a settled task.
-            raise TransientError(f"could not hand task {message.task_id} back: {exc}") from exc
-        try:
-            await self._ctx.store.release(message.task_id, self._ctx.owner)
-        except StoreUnavailable:
-            log.warning("task %s: handed back, but the lease could not be released", message.task_id)
-        log.info(
-            "task %s: handed back to the queue (attempt %d, not charged)", message.task_id, message.attempt
-        )
-        self._ctx.count("handed_back")
-
-    async def _retry(
-        self, flight: Flight, exc: BaseException, usage: Usage, record: TaskRecord, summary: str
-    ) -> None:
-        message = flight.message
-        task_id = message.task_id
-        error = str(exc) or type(exc).__name__
-        # The store's count wins over a stale duplicate message that carries an older attempt number.
-        attempt = max(message.attempt, record.attempts)
-        plan = plan_retry(exc, attempt, self._ctx.spec, record.attempt_log)
-        if plan is None:
-            failure = task_error(
-                TaskErrorType.RETRIES_EXHAUSTED, f"{attempt} attempts failed; the last: {error}"
-            )
-            stored = await self._ctx.store.fail(task_id, failure, usage, self._ctx.owner)
-            self._finished(flight, stored, TaskStatus.FAILED, summary)
-            return
-        following = message.model_copy(update={"attempt": plan.next_attempt})
-        try:
-            tier = await publish_delayed(
-                self._ctx.publisher,
-                self._ctx.topology,
-                work_target(self._ctx.specialist),
-                following,
-                plan.delay_seconds,
-            )
-        except TaskyardError as publish_exc:
-            raise TransientError(
-                f"could not schedule the retry of task {task_id}: {publish_exc}"
-            ) from publish_exc
-        now = datetime.now(UTC)
-        entry = {
-            "attempt": attempt,
-            "error": error,
-            "reason": plan.reason,
-            "delay_seconds": tier,
-            "charged": plan.charged,
-            "at": now.isoformat(),
-        }
-        try:
-            scheduled = await self._ctx.store.schedule_retry(
-                task_id,
-                self._ctx.owner,
-                entry=entry,
-                next_attempt_at=now + timedelta(seconds=tier),
-                usage=usage,
-            )
-        except StoreUnavailable:
-            # The next message is on its way; it finds the lease and waits for it to run out.
-            log.warning("task %s: retry published but not recorded: the store is unavailable", task_id)
-            scheduled = False
-        TASK_RETRIES.labels(self._ctx.specialist, plan.reason).inc()
-        self._ctx.count("retry_scheduled")
-        log.info(
-            "task %s: attempt %d failed (%s); retry in %ds, %s%s (%s)",
-            task_id,
-            attempt,
-            error,
-            tier,
-            "charged" if plan.charged else "not charged",
-            "" if scheduled else ", not recorded",
-            summary,
-        )

@@ -10,6 +10,7 @@ from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.store import TaskStore
 from taskyard_common.topology import Topology
+from taskyard_worker.checkpoints import StepWriter
 from taskyard_worker.flights import Flights
 from taskyard_worker.resources import WorkerResources
 from taskyard_worker.runtime import Agent
@@ -26,6 +27,8 @@ class WorkerContext:
     # This process's lease owner id: every transition out of ``running`` names it.
     owner: str
     agent: Agent
+    # Writes the step checkpoints of every run of this worker, in batches.
+    steps: StepWriter
     flights: Flights = field(default_factory=Flights)
     # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -48,6 +51,7 @@ class WorkerContext:
             topology=resources.topology,
             owner=resources.owner,
             agent=agent,
+            steps=StepWriter(resources.store, owner=resources.owner),
         )
 
     @property

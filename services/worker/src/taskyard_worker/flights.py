@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 from uuid import UUID
@@ -50,6 +50,8 @@ class Flight:
     # The agent loop of the attempt, once started.
     run: asyncio.Task[Any] | None = None
     stop_reason: StopReason | None = None
+    # Set when the worker stops: the run ends after its current step (recorded) and is handed back.
+    stop_after_step: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def task_id(self) -> UUID:
@@ -130,6 +132,13 @@ class Flights:
         flights = list(self._flights.values())
         for flight in flights:
             flight.stop(reason)
+        return len(flights)
+
+    def stop_after_step(self) -> int:
+        """Ask every run to end after its current step (a graceful stop); how many flights there are."""
+        flights = list(self._flights.values())
+        for flight in flights:
+            flight.stop_after_step.set()
         return len(flights)
 
     def in_flight(self) -> set[asyncio.Task[Any]]:

@@ -202,14 +202,17 @@ class WorkHandler:
             raise TransientError(f"could not move task {message.task_id}: {exc}") from exc
 
     async def drain(self, grace_seconds: float) -> int:
-        """Wait up to ``grace_seconds`` for the deliveries in flight; then stop the rest and hand them back
-        (same message republished, lease released, original acked). Returns how many had to be stopped."""
+        """Ask every run to end after its current step (recorded, then handed back uncharged; a run whose
+        step was its last completes) and wait up to ``grace_seconds`` for the deliveries in flight; then
+        stop the rest mid-step and hand them back too (same message republished, lease released, original
+        acked). Returns how many had to be stopped mid-step."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace_seconds
         # A delivery that arrived just before the consumers were cancelled needs a turn of the loop to reach
         # the handler; the loop below also picks up any that register while it waits.
         await asyncio.sleep(0)
         while (pending := self.flights.in_flight()) and (remaining := deadline - loop.time()) > 0:
+            self.flights.stop_after_step()
             await asyncio.wait(pending, timeout=remaining)
         if not self.flights.in_flight():
             return 0

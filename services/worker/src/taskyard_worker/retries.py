@@ -15,17 +15,18 @@ from typing import Any
 import openai
 
 from taskyard_common.catalog import SpecialistSpec
+from taskyard_common.errors import StoreUnavailable
 from taskyard_common.retry import backoff_seconds
-from taskyard_worker.runtime import AttemptTimeout, LlmRateLimited
+from taskyard_worker.llm_calls import AttemptTimeout, LlmRateLimited
 
-# A 429 is not the task's fault, so it is not charged as an attempt; but a provider that keeps refusing
-# must not keep a task circling for ever: after this many free deferrals a 429 is charged like any error.
+# A 429 (or a store that cannot record the outcome) is not the task's fault, so it is not charged as an
+# attempt; but a task must not circle for ever: after this many free deferrals it is charged like any error.
 MAX_FREE_DEFERRALS = 20
 
 
 @dataclass(frozen=True)
 class RetryPlan:
-    reason: str  # transient | rate_limited | timeout: the label of taskyard_task_retries_total
+    reason: str  # transient | rate_limited | timeout | store_unavailable: taskyard_task_retries_total's label
     charged: bool  # does the next message carry attempt + 1?
     next_attempt: int
     delay_seconds: float  # the wait asked for; the delay tier rounds it up
@@ -34,6 +35,8 @@ class RetryPlan:
 def retry_reason(exc: BaseException) -> str:
     if isinstance(exc, LlmRateLimited):
         return "rate_limited"
+    if isinstance(exc, StoreUnavailable):
+        return "store_unavailable"
     if isinstance(exc, AttemptTimeout | TimeoutError) or isinstance(exc.__cause__, openai.APITimeoutError):
         return "timeout"
     return "transient"
@@ -54,6 +57,16 @@ def plan_retry(
     """What to do after ``exc`` ended attempt number ``attempt`` (1-based); None: retries are exhausted."""
     reason = retry_reason(exc)
     base, cap = spec.backoff_base_seconds, spec.backoff_max_seconds
+    if isinstance(exc, StoreUnavailable) and free_deferrals(attempt_log) < MAX_FREE_DEFERRALS:
+        # The task's outcome could not be recorded: not its fault. Its steps (the answer included) are
+        # checkpointed, so the next attempt picks up where this one stopped.
+        deferred = free_deferrals(attempt_log)
+        return RetryPlan(
+            reason,
+            charged=False,
+            next_attempt=attempt,
+            delay_seconds=backoff_seconds(deferred + 1, base, cap, rng),
+        )
     if isinstance(exc, LlmRateLimited):
         deferred = free_deferrals(attempt_log)
         if deferred < MAX_FREE_DEFERRALS:

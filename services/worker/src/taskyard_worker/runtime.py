@@ -1,65 +1,59 @@
 """The agent loop: chat completions with the specialist's tools until the model answers without a tool call.
 
-One ``Agent`` per process (it holds the shared LLM client and tools); each attempt gets a fresh ``RunTrace``,
+A *step* is one LLM call and the tool calls it asks for. With a checkpoint, every reply and every tool result
+is recorded as it completes, and a new attempt continues from them (``conversation.resume``) instead of
+starting over: an interruption costs at most the step in progress. A stop asked for between steps (a worker
+shutting down) ends the run with ``HandBack`` once the current step is done and recorded.
+
+One ``Agent`` per process (it holds the shared LLM clients and tools); each attempt gets a fresh ``RunTrace``,
 which the caller reads even when the run fails, so the tokens a failed attempt used are still recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Protocol
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
-from taskyard_common import metrics
 from taskyard_common.catalog import SpecialistSpec
-from taskyard_common.errors import PermanentError, TransientError
-from taskyard_common.llm import ClientPool, classify
+from taskyard_common.errors import TransientError
+from taskyard_common.llm import ClientPool
 from taskyard_common.messages import TaskInput, Usage
-from taskyard_common.task_errors import TaskErrorType
+from taskyard_common.store import Step
+from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
+from taskyard_worker.llm_calls import AttemptTimeout, LlmCaller, MaxStepsExceeded
 from taskyard_worker.tools import ToolError, ToolRegistry
 
 log = logging.getLogger(__name__)
 
 
-_COMPLETIONS_PATH = "/chat/completions"
+class HandBack(TransientError):
+    """The worker is stopping: the run ended between two steps, its progress recorded. Hand the task back,
+    uncharged; the next attempt resumes after ``step``."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"stopped after step {step} for a hand-back")
+        self.step = step
 
 
-class AgentError(PermanentError):
-    """The task failed for good; ``kind`` is the ``type`` recorded in the task's error."""
-
-    kind = TaskErrorType.AGENT_ERROR
-
-
-class MaxStepsExceeded(AgentError):
-    kind = TaskErrorType.MAX_STEPS_EXCEEDED
-
-
-class AttemptTimeout(TransientError):
-    """The attempt ran past its time limit. Transient: the LLM may be faster next time, and the retry
-    policy (``max_attempts``) bounds how often a task that is simply too long is tried."""
-
-
-class LlmRateLimited(TransientError):
-    """The LLM answered 429. ``retry_after`` is the wait it asked for in seconds (None: it did not say)."""
-
-    def __init__(self, message: str, retry_after: float | None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class LlmRejected(AgentError):
-    """The LLM refused the request (a 4xx other than 429): the same request would be refused again."""
-
-    kind = TaskErrorType.LLM_ERROR
+class Checkpoint(Protocol):
+    async def record(
+        self,
+        step: int,
+        message: dict[str, Any],
+        *,
+        call_id: str = "",
+        usage: Usage | None = None,
+        ok: bool | None = None,
+    ) -> bool:
+        """True when the entry is in the store (its usage with it)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -75,15 +69,13 @@ class RunTrace:
     """What a run has done so far: filled in as it goes, readable after a failure."""
 
     steps: int = 0
+    # Every LLM call of this attempt (the metrics); ``unrecorded`` is the part no checkpoint holds, which the
+    # attempt's outcome adds to the task's usage.
     usage: Usage = field(default_factory=Usage)
+    unrecorded: Usage = field(default_factory=Usage)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-
-
-def user_content(task_input: TaskInput) -> str:
-    """A string input goes as is; a structured one as its JSON text."""
-    if isinstance(task_input, str):
-        return task_input
-    return json.dumps(task_input, ensure_ascii=False, sort_keys=True)
+    # The last step a checkpoint gave this attempt (None: it started from the beginning).
+    resumed_from_step: int | None = None
 
 
 def _usage(response: ChatCompletion) -> Usage:
@@ -96,33 +88,22 @@ def _usage(response: ChatCompletion) -> Usage:
     )
 
 
-def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
-    """The wait a 429 asks for: ``retry-after-ms``, else ``Retry-After`` in seconds or as an HTTP date.
-    None when absent or unreadable (the retry policy's backoff applies then)."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        with contextlib.suppress(ValueError):
-            return max(0.0, float(millis) / 1000)
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-
-
-def _provider_detail(exc: openai.OpenAIError) -> str:
-    """The provider's own explanation of a refusal (e.g. "context length exceeded"), short: the task's
-    error is shown to whoever submitted it, and this is what tells them what to change."""
-    body = getattr(exc, "body", None)
-    message = body.get("message") if isinstance(body, dict) else None
-    return f": {str(message)[:300]}" if message else ""
+def _reply_message(response: ChatCompletion) -> dict[str, Any]:
+    """The assistant's reply in wire form, only its function tool calls kept (the only tools offered)."""
+    message = response.choices[0].message
+    calls = [
+        {
+            "id": c.id,
+            "type": "function",
+            "function": {"name": c.function.name, "arguments": c.function.arguments},
+        }
+        for c in message.tool_calls or []
+        if isinstance(c, ChatCompletionMessageFunctionToolCall)
+    ]
+    if not calls:
+        content = message.content if message.content is not None else (message.refusal or "")
+        return {"role": "assistant", "content": content}
+    return {"role": "assistant", "content": message.content, "tool_calls": calls}
 
 
 class Agent:
@@ -137,7 +118,8 @@ class Agent:
     ) -> None:
         self.spec = spec
         self.model = spec.model or default_model
-        self._clients = client if isinstance(client, ClientPool) else ClientPool([client])
+        clients = client if isinstance(client, ClientPool) else ClientPool([client])
+        self._llm = LlmCaller(spec, clients, self.model)
         self._tools = tools
         self._tool_schemas = tools.openai_tools()
         self._max_tool_output_chars = max_tool_output_chars
@@ -150,96 +132,118 @@ class Agent:
         return min(requested, self.spec.max_timeout_seconds)
 
     async def run(
-        self, task_input: TaskInput, trace: RunTrace | None = None, *, timeout_seconds: float | None = None
+        self,
+        task_input: TaskInput,
+        trace: RunTrace | None = None,
+        *,
+        timeout_seconds: float | None = None,
+        steps: Sequence[Step] = (),
+        checkpoint: Checkpoint | None = None,
+        stop_after_step: asyncio.Event | None = None,
     ) -> AgentResult:
-        """Run one attempt. Raises ``AgentError`` (fail the task) or ``TransientError`` (try again later,
-        ``AttemptTimeout`` when the attempt ran out of time)."""
+        """Run one attempt, continuing after the recorded ``steps``. Raises ``AgentError`` (fail the task),
+        ``HandBack`` (stopped between steps) or ``TransientError`` (try again later; ``AttemptTimeout``
+        when the attempt ran out of time)."""
         trace = trace if trace is not None else RunTrace()
         limit = self.attempt_timeout(timeout_seconds)
+        state = resume(self.spec.instructions, task_input, steps)
+        if state.last_step:
+            trace.resumed_from_step = state.last_step
+            trace.steps = state.last_step
+            trace.tool_calls.extend(state.tool_calls)
+        if state.final_answer is not None:
+            # The answer was recorded before the attempt that got it could complete the task.
+            return AgentResult(state.final_answer, trace.steps, list(trace.tool_calls), trace.usage)
         try:
             async with asyncio.timeout(limit) as deadline:
-                return await self._loop(task_input, trace)
+                return await self._loop(state, trace, checkpoint, stop_after_step)
         except TimeoutError:
             if deadline.expired():
                 raise AttemptTimeout(f"the attempt did not finish within {limit:g} s") from None
             raise
 
-    async def _loop(self, task_input: TaskInput, trace: RunTrace) -> AgentResult:
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": self.spec.instructions},
-            {"role": "user", "content": user_content(task_input)},
-        ]
+    async def _loop(
+        self,
+        state: Resumed,
+        trace: RunTrace,
+        checkpoint: Checkpoint | None,
+        stop: asyncio.Event | None,
+    ) -> AgentResult:
+        messages = state.messages
+        if state.pending_calls:
+            await self._run_tools(state.pending_calls, trace, messages, checkpoint)
         while trace.steps < self.spec.max_steps:
-            response = await self._complete(messages)
+            if stop is not None and stop.is_set():
+                raise HandBack(trace.steps)
+            body: dict[str, Any] = {"model": self.model, "messages": messages}
+            if self._tool_schemas:
+                body["tools"] = self._tool_schemas
+            response = await self._llm.complete(body)
             trace.steps += 1
-            trace.usage += _usage(response)
+            used = _usage(response)
+            trace.usage += used
             if not response.choices:
+                trace.unrecorded += used
                 raise TransientError("the LLM answered no choices")
-            message = response.choices[0].message
-            # Only function tools are offered, so only function calls can come back.
-            calls = [
-                c for c in message.tool_calls or [] if isinstance(c, ChatCompletionMessageFunctionToolCall)
-            ]
+            reply = _reply_message(response)
+            messages.append(reply)
+            if not await self._record(checkpoint, trace.steps, reply, usage=used):
+                trace.unrecorded += used
+            calls = tool_calls_of(reply)
             if not calls:
-                output = message.content if message.content is not None else (message.refusal or "")
-                return AgentResult(output, trace.steps, list(trace.tool_calls), trace.usage)
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": message.content,
-                    "tool_calls": [
-                        {
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.function.name, "arguments": c.function.arguments},
-                        }
-                        for c in calls
-                    ],
-                }
-            )
+                content = reply["content"]
+                return AgentResult(content, trace.steps, list(trace.tool_calls), trace.usage)
             if trace.steps >= self.spec.max_steps:
                 break  # no call left to read the results: running the tools would be wasted work
-            # The calls of one reply are independent by contract: run them concurrently.
-            results = await asyncio.gather(*(self._call_tool(c) for c in calls))
-            for call, (ok, text) in zip(calls, results, strict=True):
-                # The name is the model's choice, possibly not a tool's: bound what gets stored.
-                trace.tool_calls.append({"name": call.function.name[:64], "ok": ok})
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": self._clip(text)})
+            await self._run_tools(calls, trace, messages, checkpoint)
         raise MaxStepsExceeded(
             f"no final answer within {self.spec.max_steps} steps (the model kept calling tools)"
         )
 
-    async def _complete(self, messages: list[dict[str, Any]]) -> ChatCompletion:
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self._tool_schemas:
-            body["tools"] = self._tool_schemas
-        try:
-            with metrics.track_llm_request(self.model), self._clients.client() as client:
-                # The SDK's generic ``post`` (its documented way to call any endpoint) rather than
-                # ``chat.completions.create``: the body is already in wire form (plain dicts, our own tool
-                # schemas), and ``create`` would walk every parameter against its type hints to transform it
-                # again, on every call. Errors, auth and parsing stay the SDK's.
-                return await client.post(_COMPLETIONS_PATH, body=body, cast_to=ChatCompletion)
-        except openai.OpenAIError as exc:
-            mapped = classify(exc)
-            if isinstance(mapped, PermanentError):
-                raise LlmRejected(f"{mapped}{_provider_detail(exc)}") from exc
-            if isinstance(exc, openai.RateLimitError):
-                raise LlmRateLimited(str(mapped), retry_after_seconds(exc.response.headers)) from exc
-            if mapped is exc:
-                # Not an HTTP status, a timeout nor a connection error (say, an unparsable answer): the
-                # retry policy's max_attempts bounds how often it is tried again.
-                raise TransientError(f"LLM call failed: {type(exc).__name__}") from exc
-            raise mapped from exc
+    async def _run_tools(
+        self,
+        calls: list[dict[str, Any]],
+        trace: RunTrace,
+        messages: list[dict[str, Any]],
+        checkpoint: Checkpoint | None,
+    ) -> None:
+        # The calls of one reply are independent by contract: run them (and record them) concurrently.
+        async def one(call: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+            ok, text = await self._call_tool(call)
+            call_id = str(call.get("id", ""))
+            result = {"role": "tool", "tool_call_id": call_id, "content": self._clip(text)}
+            await self._record(checkpoint, trace.steps, result, call_id=call_id, ok=ok)
+            return ok, result
 
-    async def _call_tool(self, call: ChatCompletionMessageFunctionToolCall) -> tuple[bool, str]:
+        done = await asyncio.gather(*(one(call) for call in calls))
+        for call, (ok, result) in zip(calls, done, strict=True):
+            trace.tool_calls.append({"name": tool_name(call), "ok": ok})
+            messages.append(result)
+
+    @staticmethod
+    async def _record(
+        checkpoint: Checkpoint | None,
+        step: int,
+        message: dict[str, Any],
+        *,
+        call_id: str = "",
+        usage: Usage | None = None,
+        ok: bool | None = None,
+    ) -> bool:
+        if checkpoint is None:
+            return False
+        return await checkpoint.record(step, message, call_id=call_id, usage=usage, ok=ok)
+
+    async def _call_tool(self, call: dict[str, Any]) -> tuple[bool, str]:
         """(ok, the text the model reads). Errors become results the model can react to, never crashes."""
-        name = call.function.name
+        name = tool_name(call)
+        function = call.get("function")
+        raw = function.get("arguments") if isinstance(function, dict) else None
         tool = self._tools.get(name)
         if tool is None:
             return False, f"error: there is no tool named {name!r}; available: {', '.join(self._tools.names)}"
         try:
-            arguments = json.loads(call.function.arguments or "{}")
+            arguments = json.loads(raw or "{}") if isinstance(raw, str) else raw
         except json.JSONDecodeError:
             return False, "error: the arguments are not valid JSON"
         if not isinstance(arguments, dict):

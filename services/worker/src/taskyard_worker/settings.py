@@ -32,8 +32,10 @@ class WorkerSettings(BaseSettings):
     http_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
     http_max_bytes: int = Field(default=200_000, ge=1)
     http_timeout_seconds: float = Field(default=10.0, gt=0)
-    # How long SIGTERM waits for in-flight tasks before handing them back to the queue; keep it below the
-    # pod's terminationGracePeriodSeconds.
+    # After SIGTERM, each running task finishes the step it is in, records it and is handed back (uncharged;
+    # the next worker resumes it); a step still running after this long is cut short and handed back as
+    # well. Keep it at the step bound (LLM timeout x tries + tool timeout) and below the pod's
+    # terminationGracePeriodSeconds.
     shutdown_grace_seconds: float = Field(default=30.0, ge=0)
     # Every tool result is cut to this many characters before it reaches the model's context.
     max_tool_output_chars: int = Field(default=8000, ge=100)
@@ -43,6 +45,12 @@ class WorkerSettings(BaseSettings):
     # A delivery still running after this long is acked early (the lease protects the task from then on),
     # so RabbitMQ's 30-minute consumer timeout never closes the channel under a long task.
     settle_after_seconds: float = Field(default=600.0, gt=0)
+    # Step checkpoints of one task, in bytes of JSON (the conversation's messages): past this, an attempt goes
+    # on without recording more steps, so an interruption costs the steps since.
+    checkpoint_max_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
+    # How long a finished run keeps trying to record its answer while the store is away, before the attempt
+    # is deferred (uncharged) and its checkpointed answer completed by the next one.
+    complete_retry_seconds: float = Field(default=60.0, ge=0)
     # Move redelivered messages (a crash returned them) to the quarantine queue to run them one at a time.
     quarantine: bool = True
     # Job mode (a KEDA ScaledJob): stop gracefully and exit 0 once nothing was in flight and nothing was

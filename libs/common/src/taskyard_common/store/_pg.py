@@ -54,6 +54,18 @@ def insert_args(task: NewTask) -> tuple[Any, ...]:
     )
 
 
+def add_usage(param: str) -> str:
+    """``usage = <this>``: the task's token usage plus the ``Usage`` JSON in ``param``. Outcomes add what the
+    attempt used beyond its checkpointed steps (those add their own usage when recorded), so every LLM call
+    counts once however often the task is interrupted."""
+    fields = ("prompt_tokens", "completion_tokens", "total_tokens")
+    parts = ", ".join(
+        f"'{f}', COALESCE((usage->>'{f}')::bigint, 0) + COALESCE(({param}::jsonb->>'{f}')::bigint, 0)"
+        for f in fields
+    )
+    return f"jsonb_build_object({parts})"
+
+
 # Dropping a lease: shared by every transition out of running.
 CLEAR_LEASE = "lease_owner = NULL, lease_expires_at = NULL"
 

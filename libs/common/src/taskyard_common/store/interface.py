@@ -104,6 +104,8 @@ class TaskStore(Protocol):
         ...
 
     # --- transitions (see taskyard_common.lifecycle.TRANSITIONS) ----------------------------------------
+    # The ``usage`` an outcome takes is what the attempt used beyond its recorded steps: it is added to the
+    # task's total (recorded steps added theirs already), so every LLM call counts once.
 
     async def route(
         self, task_id: UUID, decision: RoutingDecision, deadline: datetime | None = None
@@ -130,6 +132,10 @@ class TaskStore(Protocol):
         self, owner: str, task_ids: builtins.list[UUID], lease_seconds: float
     ) -> tuple[set[UUID], set[UUID]]:
         """Extend ``owner``'s leases; returns (ids still held, ids whose cancellation was requested)."""
+        ...
+
+    async def append_attempt_log(self, task_id: UUID, owner: str, entry: dict[str, Any]) -> bool:
+        """Add ``entry`` to the attempt history of a task ``owner`` runs (a resumed attempt says so)."""
         ...
 
     async def settle(self, task_id: UUID, owner: str) -> bool:

@@ -3,7 +3,8 @@
 Recording is conditional like every transition: only the worker holding the task's lease may add steps
 (the row is share-locked for the insert, so a lease taken over meanwhile waits for it or refuses it), and a
 step already recorded (same task, step and call id) is kept as it was: a tool call's recorded result is
-reused, never run again. Many steps of many tasks go in one statement (the worker batches the steps its
+reused, never run again. A step's token usage is added to the task's when the step is recorded, and only
+then: each LLM call counts once. Many steps of many tasks go in one statement (the worker batches the steps its
 concurrent runs complete together), so checkpoints add little to a task's database round trips.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from taskyard_common.messages import Usage
-from taskyard_common.store._pg import PoolStore
+from taskyard_common.store._pg import PoolStore, add_usage
 from taskyard_common.store.records import Step
 
 # The tasks of the batch that ``owner`` still runs, locked in id order (as the heartbeat locks them, so
@@ -28,9 +29,14 @@ RECORD_STEPS = (
     " added AS (INSERT INTO task_steps (task_id, step, call_id, message, usage, ok, bytes)"
     " SELECT s.task_id, s.step, s.call_id, s.message::jsonb, s.usage::jsonb, s.ok, s.bytes"
     " FROM s JOIN held ON held.id = s.task_id ON CONFLICT (task_id, step, call_id) DO NOTHING"
-    " RETURNING task_id, bytes),"
-    " sizes AS (SELECT task_id, sum(bytes)::int AS total FROM added GROUP BY task_id)"
-    " UPDATE tasks SET checkpoint_bytes = checkpoint_bytes + sizes.total FROM sizes"
+    " RETURNING task_id, bytes, usage),"
+    " sizes AS (SELECT task_id, sum(bytes)::int AS total, jsonb_build_object("
+    "'prompt_tokens', sum(COALESCE((usage->>'prompt_tokens')::bigint, 0)),"
+    " 'completion_tokens', sum(COALESCE((usage->>'completion_tokens')::bigint, 0)),"
+    " 'total_tokens', sum(COALESCE((usage->>'total_tokens')::bigint, 0))) AS used"
+    " FROM added GROUP BY task_id)"
+    " UPDATE tasks SET checkpoint_bytes = checkpoint_bytes + sizes.total,"
+    f" usage = {add_usage('sizes.used')} FROM sizes"
     " WHERE tasks.id = sizes.task_id RETURNING tasks.id"
 )
 # The lease check again for the tasks whose steps were all known already (nothing added, nothing updated).

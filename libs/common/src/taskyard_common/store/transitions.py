@@ -15,7 +15,7 @@ from uuid import UUID
 
 from taskyard_common.lifecycle import NON_TERMINAL, NOT_STARTED, ROUTABLE, TaskStatus, sql_in
 from taskyard_common.messages import RoutingDecision, Usage
-from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, to_record
+from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, add_usage, to_record
 from taskyard_common.store.dead_letters import UPSERT_DEAD_LETTER
 from taskyard_common.store.records import RoutedTask, TaskRecord
 from taskyard_common.store.starts import StartQueries
@@ -43,13 +43,13 @@ SETTLE = (
     f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
 )
 COMPLETE = (
-    f"UPDATE tasks SET status = 'completed', result = $3, usage = $4, {CLEAR_LEASE},"
+    f"UPDATE tasks SET status = 'completed', result = $3, usage = {add_usage('$4')}, {CLEAR_LEASE},"
     " finished_at = clock_timestamp(), updated_at = clock_timestamp()"
     f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
 )
 # $4 the owner, or NULL: without one (the broker agent, a misrouted message), any non-terminal task can fail.
 FAIL = (
-    f"UPDATE tasks SET status = 'failed', error = $2, usage = $3, {CLEAR_LEASE},"
+    f"UPDATE tasks SET status = 'failed', error = $2, usage = {add_usage('$3')}, {CLEAR_LEASE},"
     " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()"
     " WHERE id = $1 AND CASE WHEN $4::text IS NULL"
     f" THEN status IN {sql_in(NON_TERMINAL)} ELSE status = 'running' AND lease_owner = $4 END RETURNING id"
@@ -61,7 +61,7 @@ EXPIRE = (
 )
 SCHEDULE_RETRY = (
     f"UPDATE tasks SET status = 'retrying', {CLEAR_LEASE}, next_attempt_at = $3,"
-    " attempt_log = attempt_log || jsonb_build_array($4::jsonb), usage = $5,"
+    f" attempt_log = attempt_log || jsonb_build_array($4::jsonb), usage = {add_usage('$5')},"
     " updated_at = clock_timestamp()"
     f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
 )
@@ -79,7 +79,7 @@ CANCEL = (
     f" WHERE id = $1 AND status IN {sql_in(NOT_STARTED | {TaskStatus.RUNNING})} RETURNING {COLUMNS}"
 )
 CANCEL_RUNNING = (
-    f"UPDATE tasks SET status = 'cancelled', {CLEAR_LEASE}, usage = $3,"
+    f"UPDATE tasks SET status = 'cancelled', {CLEAR_LEASE}, usage = {add_usage('$3')},"
     " finished_at = clock_timestamp(), updated_at = clock_timestamp()"
     f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
 )
@@ -120,6 +120,13 @@ REPLAY = (
 REPLAYED_REASON = "replayed from the dead-letter queue"
 
 
+# Not a status change: a note in the attempt history of a task the caller runs (a resumed attempt).
+APPEND_ATTEMPT_LOG = (
+    "UPDATE tasks SET attempt_log = attempt_log || jsonb_build_array($3::jsonb), updated_at = clock_timestamp()"
+    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+)
+
+
 class TransitionQueries(StartQueries, PoolStore):
     async def route(
         self, task_id: UUID, decision: RoutingDecision, deadline: datetime | None = None
@@ -138,6 +145,9 @@ class TransitionQueries(StartQueries, PoolStore):
             return set(), set()
         rows = await self._fetch(HEARTBEAT, task_ids, owner, lease_seconds)
         return {r["id"] for r in rows}, {r["id"] for r in rows if r["cancel"]}
+
+    async def append_attempt_log(self, task_id: UUID, owner: str, entry: dict[str, Any]) -> bool:
+        return await self._fetchrow(APPEND_ATTEMPT_LOG, task_id, owner, entry) is not None
 
     async def settle(self, task_id: UUID, owner: str) -> bool:
         return await self._fetchrow(SETTLE, task_id, owner) is not None

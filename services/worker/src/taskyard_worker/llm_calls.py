@@ -1,0 +1,163 @@
+"""One chat completion of the agent loop: the call, its errors mapped onto the taxonomy, and the retries
+inside the step.
+
+A provider blip (5xx, a timeout, a refused connection) is tried again here, with exponential backoff and
+jitter, ``llm_retries`` times (the specialist's setting) before the attempt fails: one bad answer must not
+cost a whole attempt and, without checkpoints, every step before it. A 429 is not retried here: the task is
+deferred uncharged through the delay queues (the provider asked for a wait, maybe a long one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletion
+
+from taskyard_common import metrics
+from taskyard_common.catalog import SpecialistSpec
+from taskyard_common.errors import PermanentError, TransientError
+from taskyard_common.llm import ClientPool, classify
+from taskyard_common.retry import backoff_seconds
+from taskyard_common.task_errors import TaskErrorType
+
+_COMPLETIONS_PATH = "/chat/completions"
+# Backoff between the tries of one step: 0.5 s, 1 s, 2 s, ... never more than this (the chart's grace
+# period allows this much per retry).
+STEP_BACKOFF_BASE_SECONDS = 0.5
+STEP_BACKOFF_MAX_SECONDS = 8.0
+
+
+class AgentError(PermanentError):
+    """The task failed for good; ``kind`` is the ``type`` recorded in the task's error."""
+
+    kind = TaskErrorType.AGENT_ERROR
+
+
+class MaxStepsExceeded(AgentError):
+    kind = TaskErrorType.MAX_STEPS_EXCEEDED
+
+
+class AttemptTimeout(TransientError):
+    """The attempt ran past its time limit. Transient: the LLM may be faster next time, and the retry
+    policy (``max_attempts``) bounds how often a task that is simply too long is tried."""
+
+
+class LlmRateLimited(TransientError):
+    """The LLM answered 429. ``retry_after`` is the wait it asked for in seconds (None: it did not say)."""
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LlmRejected(AgentError):
+    """The LLM refused the request (a 4xx other than 429): the same request would be refused again."""
+
+    kind = TaskErrorType.LLM_ERROR
+
+
+class LlmUnavailable(TransientError):
+    """A 5xx, a timeout or a connection error: worth another try inside the step. ``reason`` is the label
+    of ``taskyard_llm_step_retries_total``."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """The wait a 429 asks for: ``retry-after-ms``, else ``Retry-After`` in seconds or as an HTTP date.
+    None when absent or unreadable (the retry policy's backoff applies then)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(millis) / 1000)
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _provider_detail(exc: openai.OpenAIError) -> str:
+    """The provider's own explanation of a refusal (e.g. "context length exceeded"), short: the task's
+    error is shown to whoever submitted it, and this is what tells them what to change."""
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    return f": {str(message)[:300]}" if message else ""
+
+
+def _unavailable_reason(exc: openai.OpenAIError) -> str | None:
+    """The step-retry label of an error worth another try, else None."""
+    if isinstance(exc, openai.APIStatusError):
+        return "server_error" if exc.status_code >= 500 else None
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection_error"
+    return None
+
+
+def map_error(exc: openai.OpenAIError) -> Exception:
+    """An ``openai`` error as the agent's taxonomy."""
+    mapped = classify(exc)
+    if isinstance(mapped, PermanentError):
+        return LlmRejected(f"{mapped}{_provider_detail(exc)}")
+    if isinstance(exc, openai.RateLimitError):
+        return LlmRateLimited(str(mapped), retry_after_seconds(exc.response.headers))
+    reason = _unavailable_reason(exc)
+    if reason is not None:
+        return LlmUnavailable(str(mapped), reason)
+    if mapped is exc:
+        # Not an HTTP status, a timeout nor a connection error (say, an unparsable answer): the retry
+        # policy's max_attempts bounds how often it is tried again.
+        return TransientError(f"LLM call failed: {type(exc).__name__}")
+    return mapped
+
+
+class LlmCaller:
+    """The chat completions of one specialist, on the process's pooled clients."""
+
+    def __init__(self, spec: SpecialistSpec, clients: ClientPool, model: str) -> None:
+        self._spec = spec
+        self._clients = clients
+        self.model = model
+
+    async def complete(self, body: dict[str, Any]) -> ChatCompletion:
+        """One completion, tried up to ``llm_retries`` more times on an ``LlmUnavailable``."""
+        retried = 0
+        while True:
+            try:
+                return await self._once(body)
+            except LlmUnavailable as exc:
+                if retried >= self._spec.llm_retries:
+                    raise
+                retried += 1
+                metrics.LLM_STEP_RETRIES.labels(self._spec.name, exc.reason).inc()
+                await asyncio.sleep(
+                    backoff_seconds(retried, STEP_BACKOFF_BASE_SECONDS, STEP_BACKOFF_MAX_SECONDS)
+                )
+
+    async def _once(self, body: dict[str, Any]) -> ChatCompletion:
+        try:
+            with metrics.track_llm_request(self.model), self._clients.client() as client:
+                # The SDK's generic ``post`` (its documented way to call any endpoint) rather than
+                # ``chat.completions.create``: the body is already in wire form (plain dicts, our own tool
+                # schemas), and ``create`` would walk every parameter against its type hints to transform
+                # it. Errors, auth and parsing stay the SDK's.
+                return await client.post(_COMPLETIONS_PATH, body=body, cast_to=ChatCompletion)
+        except openai.OpenAIError as exc:
+            raise map_error(exc) from exc
