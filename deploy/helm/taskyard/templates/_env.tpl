@@ -109,16 +109,31 @@
 {{- end -}}
 {{- end }}
 
-{{/* One entry's value as a number, for settings the chart derives others from: (dict "env" $env "name" N) */}}
-{{- define "taskyard.env.number" -}}
-{{- $entry := index .env .name -}}
+{{/* One entry's plain value, checked against a pattern, for settings other objects are built from:
+     (dict "env" $env "name" N "pattern" P "what" "a number of seconds") */}}
+{{- define "taskyard.env.plain" -}}
+{{- $entry := index .env .name | default dict -}}
 {{- if not (hasKey $entry "value") -}}
-{{- fail (printf "%s: the chart derives other settings from it, so it must be a plain value, not valueFrom" .name) -}}
+{{- fail (printf "%s: the chart builds other settings from it, so it must be a plain value, not valueFrom" .name) -}}
 {{- end -}}
-{{- if not (regexMatch "^[0-9]+([.][0-9]+)?$" $entry.value) -}}
-{{- fail (printf "%s=%q: not a number of seconds" .name $entry.value) -}}
+{{- if not (regexMatch .pattern $entry.value) -}}
+{{- fail (printf "%s=%q: not %s (%s)" .name $entry.value .what .pattern) -}}
 {{- end -}}
 {{- $entry.value -}}
+{{- end }}
+
+{{/* One entry's value as a number: (dict "env" $env "name" N) */}}
+{{- define "taskyard.env.number" -}}
+{{- include "taskyard.env.plain" (dict "env" .env "name" .name "pattern" "^[0-9]+([.][0-9]+)?$" "what" "a number") -}}
+{{- end }}
+
+{{/* The names KEDA's triggers are built from, as the container's env has them: (dict "env" $env) gives
+     {"prefix": TASKYARD_AMQP_PREFIX, "schema": TASKYARD_DB_SCHEMA} (the settings classes' patterns: the schema
+     goes into a SQL query). */}}
+{{- define "taskyard.env.names" -}}
+{{- $prefix := include "taskyard.env.plain" (dict "env" .env "name" "TASKYARD_AMQP_PREFIX" "pattern" "^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$" "what" "a queue name prefix") -}}
+{{- $schema := include "taskyard.env.plain" (dict "env" .env "name" "TASKYARD_DB_SCHEMA" "pattern" "^[a-z_][a-z0-9_]{0,62}$" "what" "a schema name") -}}
+{{- toJson (dict "prefix" $prefix "schema" $schema) -}}
 {{- end }}
 
 {{/* The env map as a container's sorted env list. */}}

@@ -87,11 +87,14 @@ default
 {{- toJson $catalog -}}
 {{- end }}
 
-{{/* The specialists' names, as a JSON list. */}}
+{{/* The specialists' names, as a JSON list. Each name goes into a KEDA query, so it must be a SpecialistName. */}}
 {{- define "taskyard.specialistNames" -}}
 {{- $catalog := include "taskyard.catalog" . | fromJson -}}
 {{- $names := list -}}
 {{- range $catalog.specialists -}}
+{{- if not (regexMatch "^[a-z][a-z0-9-]{0,62}$" (toString .name)) -}}
+{{- fail (printf "catalog: specialist name %q must match ^[a-z][a-z0-9-]{0,62}$" (toString .name)) -}}
+{{- end -}}
 {{- $names = append $names .name -}}
 {{- end -}}
 {{- if not $names -}}

@@ -20,7 +20,11 @@
 {{- range $key, $value := index .ctx.Values.worker.specialists .name | default dict -}}
 {{- $_ := set $spec $key $value -}}
 {{- end -}}
+{{- $_ := set $spec "concurrency" (int (dig "concurrency" 16 $entry)) -}}
 {{- $_ := set $spec "llmRetries" (int (dig "llm_retries" 2 $entry)) -}}
+{{- if kindIs "invalid" $spec.tasksPerReplica -}}
+{{- $_ := set $spec "tasksPerReplica" $spec.concurrency -}}
+{{- end -}}
 {{- toJson $spec -}}
 {{- end }}
 
