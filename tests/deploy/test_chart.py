@@ -97,15 +97,15 @@ def test_one_worker_deployment_and_scaled_object_per_specialist():
     assert _workers(objects, "Deployment") == set(SPECIALISTS)
     assert _workers(objects, "ScaledObject") == set(SPECIALISTS)
     for so in of_kind(objects, "ScaledObject"):
-        for trigger in so["spec"]["triggers"]:
-            assert trigger["type"] == "rabbitmq"
+        for trigger in _rabbitmq_triggers([so]):
             assert trigger["metadata"]["protocol"] == "http", "amqp would not count in-flight messages"
             assert trigger["authenticationRef"]["name"] == "taskyard-rabbitmq-auth"
     general = next(
         o for o in of_kind(objects, "ScaledObject") if o["metadata"]["name"].endswith("worker-general")
     )
     assert general["spec"]["minReplicaCount"] == 0
-    queues = [t["metadata"]["queueName"] for t in general["spec"]["triggers"]]
+    assert [t["type"] for t in general["spec"]["triggers"]] == ["postgresql", "rabbitmq", "rabbitmq"]
+    queues = [t["metadata"]["queueName"] for t in _rabbitmq_triggers([general])]
     assert queues == ["taskyard.work.general", "taskyard.quarantine.general"]
     broker = next(
         o for o in of_kind(objects, "ScaledObject") if o["metadata"]["name"].endswith("broker-agent")
@@ -131,7 +131,10 @@ def test_job_mode_renders_a_scaled_job_instead_of_a_deployment():
         o for o in of_kind(objects, "ScaledObject") if o["metadata"]["name"].endswith("summarizer")
     )
     assert summarizer["spec"]["minReplicaCount"] == 1 and summarizer["spec"]["cooldownPeriod"] == 600
-    assert summarizer["spec"]["triggers"][0]["metadata"]["activationValue"] == "5"
+    assert summarizer["spec"]["triggers"][0]["metadata"]["activationTargetQueryValue"] == "5"
+    assert summarizer["spec"]["triggers"][1]["metadata"]["activationValue"] == "5"
+    scale_down = summarizer["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
+    assert scale_down["stabilizationWindowSeconds"] == 900
 
 
 def test_termination_grace_covers_the_worker_drain_period():
@@ -262,9 +265,12 @@ def test_no_secret_value_is_rendered(values):
 
 def test_operator_mode_reads_the_operators_secrets():
     objects = render(CHART / "ci" / "operators-values.yaml")
-    (auth,) = of_kind(objects, "TriggerAuthentication")
+    auth = _trigger_auth(objects, "rabbitmq")
     assert {r["parameter"] for r in auth["spec"]["secretTargetRef"]} == {"username", "password"}
     assert {r["name"] for r in auth["spec"]["secretTargetRef"]} == {"taskyard-rabbitmq-default-user"}
+    assert _trigger_auth(objects, "postgresql")["spec"]["secretTargetRef"] == [
+        {"parameter": "connection", "name": "taskyard-postgresql-app", "key": "uri"}
+    ], "KEDA reads the same database URL as the services"
     api = next(o for o in of_kind(objects, "Deployment") if o["metadata"]["name"] == "taskyard-api")
     env = {e["name"]: e for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["TASKYARD_DB_URL"]["valueFrom"]["secretKeyRef"] == {
@@ -296,9 +302,7 @@ def test_catalog_configmap_is_mounted_by_broker_and_workers():
 def test_custom_catalog_drives_the_workers():
     objects = render(CHART / "ci" / "settings-values.yaml")
     assert _workers(objects, "Deployment") == {"general", "translator"}
-    queues = {
-        t["metadata"]["queueName"] for so in of_kind(objects, "ScaledObject") for t in so["spec"]["triggers"]
-    }
+    queues = {t["metadata"]["queueName"] for t in _rabbitmq_triggers(of_kind(objects, "ScaledObject"))}
     assert "prod.work.translator" in queues and "prod.intake" in queues
 
 
@@ -335,10 +339,19 @@ def test_operator_mode_triggers_match_kedas_username_password_contract():
         assert trigger["authenticationRef"]["name"] == "taskyard-rabbitmq-auth"
 
 
+def _trigger_auth(objects: list[dict], scaler: str) -> dict:
+    (auth,) = [o for o in of_kind(objects, "TriggerAuthentication")
+               if o["metadata"]["name"] == f"taskyard-{scaler}-auth"]  # fmt: skip
+    return auth
+
+
 def test_external_mode_triggers_read_the_whole_host_from_the_secret():
     objects = render()
-    (auth,) = of_kind(objects, "TriggerAuthentication")
+    auth = _trigger_auth(objects, "rabbitmq")
     assert [r["parameter"] for r in auth["spec"]["secretTargetRef"]] == ["host"]
+    assert _trigger_auth(objects, "postgresql")["spec"]["secretTargetRef"] == [
+        {"parameter": "connection", "name": "taskyard-postgresql", "key": "url"}
+    ]
     for trigger in _rabbitmq_triggers(objects):
         assert "host" not in trigger["metadata"], "the Secret holds the whole management URL"
         assert trigger["metadata"]["protocol"] == "http"

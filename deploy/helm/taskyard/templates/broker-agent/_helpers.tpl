@@ -1,0 +1,10 @@
+{{/* The broker agent's environment, as a JSON env map (its ScaledObject reads the queue prefix from it). */}}
+{{- define "taskyard.brokerEnv" -}}
+{{- $b := .Values.brokerAgent -}}
+{{- $env := include "taskyard.env.base" (dict "ctx" . "llm" true) | fromJson -}}
+{{- include "taskyard.env.addList" (dict "env" $env "list" (include "taskyard.healthEnv" (dict "port" $b.healthPort))) -}}
+{{- $_ := set $env "TASKYARD_BROKER_SHUTDOWN_GRACE_SECONDS" (dict "value" (include "taskyard.env.string" $b.shutdownGraceSeconds)) -}}
+{{- include "taskyard.env.put" (dict "env" $env "values" .Values.config.env) -}}
+{{- include "taskyard.env.put" (dict "env" $env "values" $b.env) -}}
+{{- toJson $env -}}
+{{- end }}
