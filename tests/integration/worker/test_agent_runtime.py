@@ -20,7 +20,7 @@ from taskyard_common.store import Step
 from taskyard_devkit.devllm import DevLlm
 from taskyard_devkit.ports import free_port
 from taskyard_worker.llm_calls import AttemptTimeout, LlmRateLimited, LlmRejected, MaxStepsExceeded
-from taskyard_worker.runtime import Agent, HandBack, RunTrace
+from taskyard_worker.runtime import Agent, HandBackAfterStep, RunTrace
 from taskyard_worker.tools import Tool, ToolRegistry
 from taskyard_worker.tools.calculator import Calculator
 
@@ -244,7 +244,7 @@ async def test_a_stop_between_steps_hands_back_after_the_current_step(
     )
     await asyncio.sleep(0.1)  # inside step 1's LLM call
     stop.set()
-    with pytest.raises(HandBack) as handed_back:
+    with pytest.raises(HandBackAfterStep) as handed_back:
         await run
     assert handed_back.value.step == 1
     assert [(s.step, bool(s.call_id)) for s in recorder.steps] == [(1, False), (1, True)], "step 1 finished"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +112,19 @@ async def test_misrouted_message_fails_its_task(harness: Harness) -> None:
         record = await harness.wait(message.task_id, TaskStatus.FAILED)
     assert record.error is not None and record.error.type == "misrouted"
     assert await harness.llm_requests() == []
+
+
+async def test_early_acks_never_let_a_worker_run_more_than_its_concurrency(
+    harness: Harness, make_settings: Callable[..., ServiceSettings], write_catalog: Callable[..., Path]
+) -> None:
+    # Each task outlives the early settle: its ack lets the broker deliver the next one at once, which must
+    # wait for the running one (the autoscaler counts on concurrency tasks per worker, no more).
+    await harness.script([{"delay_seconds": 1.2, "content": "slow answer"}], repeat_last=True)
+    messages = [await harness.submit(f"long task {i}") for i in range(3)]
+    settings = make_settings(catalog=write_catalog(concurrency=1), settle_after_seconds=0.3)
+    async with running_worker(settings, "general") as worker:
+        records = [await harness.wait(m.task_id, TaskStatus.COMPLETED) for m in messages]
+    assert worker.handler.outcomes["settled_early"] == 3
+    spans = sorted((r.started_at, r.finished_at) for r in records)
+    for (_, finished), (started, _) in itertools.pairwise(spans):
+        assert finished is not None and started is not None and started >= finished, "one at a time"

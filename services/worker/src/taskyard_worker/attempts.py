@@ -30,7 +30,7 @@ from taskyard_worker.checkpoints import LeaseLost, RunCheckpoint
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight
 from taskyard_worker.outcomes import OutcomeRecorder
-from taskyard_worker.runtime import AgentResult, HandBack, RunTrace
+from taskyard_worker.runtime import AgentResult, HandBackAfterStep, RunTrace
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class AttemptRunner:
             if exc is None:
                 await self._outcomes.complete(flight, run.result(), usage, summary)
                 return
-            if isinstance(exc, HandBack):
+            if isinstance(exc, HandBackAfterStep):
                 await self._outcomes.hand_back(flight)
                 return
             if isinstance(exc, LeaseLost):

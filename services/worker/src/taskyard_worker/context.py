@@ -3,6 +3,7 @@ consumer each take this one typed context instead of the same seven loose constr
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -29,6 +30,9 @@ class WorkerContext:
     agent: Agent
     # Writes the step checkpoints of every run of this worker, in batches.
     steps: StepWriter
+    # One per task this worker may run at once (the specialist's concurrency). The prefetch alone does not
+    # bound it: a long task's message is acked early, and the broker then delivers another.
+    slots: asyncio.Semaphore
     flights: Flights = field(default_factory=Flights)
     # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -52,6 +56,7 @@ class WorkerContext:
             owner=resources.owner,
             agent=agent,
             steps=StepWriter(resources.store, owner=resources.owner),
+            slots=asyncio.Semaphore(resources.spec.concurrency),
         )
 
     @property

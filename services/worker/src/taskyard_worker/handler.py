@@ -128,11 +128,14 @@ class WorkHandler:
         self._ctx.count("quarantined")
 
     async def _deliver(self, flight: Flight) -> None:
-        try:
-            action = await self._start(flight)
-        except StoreUnavailable:
-            action = defer_while_store_unavailable(flight.message.attempt, self._ctx.spec)
-        await self._carry_out(flight, action)
+        # A slot first: once a long task's message is acked early, the broker may deliver more than the
+        # worker runs at once; they wait here, unacked, until a run ends.
+        async with self._ctx.slots:
+            try:
+                action = await self._start(flight)
+            except StoreUnavailable:
+                action = defer_while_store_unavailable(flight.message.attempt, self._ctx.spec)
+            await self._carry_out(flight, action)
 
     async def _start(self, flight: Flight) -> StartAction:
         """Ask the store to start the task, and again while the decision is to wait for a lease."""

@@ -3,7 +3,7 @@
 A *step* is one LLM call and the tool calls it asks for. With a checkpoint, every reply and every tool result
 is recorded as it completes, and a new attempt continues from them (``conversation.resume``) instead of
 starting over: an interruption costs at most the step in progress. A stop asked for between steps (a worker
-shutting down) ends the run with ``HandBack`` once the current step is done and recorded.
+shutting down) ends the run with ``HandBackAfterStep`` once the current step is done and recorded.
 
 One ``Agent`` per process (it holds the shared LLM clients and tools); each attempt gets a fresh ``RunTrace``,
 which the caller reads even when the run fails, so the tokens a failed attempt used are still recorded.
@@ -33,7 +33,7 @@ from taskyard_worker.tools import ToolError, ToolRegistry
 log = logging.getLogger(__name__)
 
 
-class HandBack(TransientError):
+class HandBackAfterStep(TransientError):
     """The worker is stopping: the run ended between two steps, its progress recorded. Hand the task back,
     uncharged; the next attempt resumes after ``step``."""
 
@@ -142,7 +142,7 @@ class Agent:
         stop_after_step: asyncio.Event | None = None,
     ) -> AgentResult:
         """Run one attempt, continuing after the recorded ``steps``. Raises ``AgentError`` (fail the task),
-        ``HandBack`` (stopped between steps) or ``TransientError`` (try again later; ``AttemptTimeout``
+        ``HandBackAfterStep`` (stopped between steps) or ``TransientError`` (try again later; ``AttemptTimeout``
         when the attempt ran out of time)."""
         trace = trace if trace is not None else RunTrace()
         limit = self.attempt_timeout(timeout_seconds)
@@ -174,7 +174,7 @@ class Agent:
             await self._run_tools(state.pending_calls, trace, messages, checkpoint)
         while trace.steps < self.spec.max_steps:
             if stop is not None and stop.is_set():
-                raise HandBack(trace.steps)
+                raise HandBackAfterStep(trace.steps)
             body: dict[str, Any] = {"model": self.model, "messages": messages}
             if self._tool_schemas:
                 body["tools"] = self._tool_schemas
