@@ -9,8 +9,8 @@ import httpx
 
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingMethod
-from taskyard_common.store import PostgresTaskStore
-from tests.integration.api.conftest import Bus, assert_problem, dead_lettered
+from taskyard_common.store import PostgresTaskStore, Step
+from tests.integration.api.conftest import Bus, assert_problem, dead_lettered, running
 
 
 async def test_list_filters_and_pages_most_recent_first(client: httpx.AsyncClient, store: PostgresTaskStore):
@@ -185,3 +185,29 @@ async def test_discard_closes_the_dead_letter_and_keeps_the_task(
     ):
         assert_problem(await client.delete(path), 404, "not-found")
     assert_problem(await client.post(f"/v1/dead-letters/{discarded.id}/replay"), 404, "not-found")
+
+
+async def test_a_replay_resumes_from_the_checkpoints_unless_asked_to_start_from_scratch(
+    client: httpx.AsyncClient, store: PostgresTaskStore, bus: Callable[[], Awaitable[Bus]]
+):
+    await bus()  # the topology, so the replays can be published
+    resumed, restarted = [await running(store, "general") for _ in range(2)]
+    for task in (resumed, restarted):
+        step = Step(task_id=task.id, step=1, message={"role": "assistant", "content": None, "tool_calls": []})
+        assert await store.record_steps([step], owner="w") == {task.id}
+        assert await store.dead_letter(
+            task.id, reason="rejected", queue="p.work.general", deaths=[], message={}, specialist="general"
+        )
+    assert (await client.post(f"/v1/dead-letters/{resumed.id}/replay")).status_code == 202
+    assert len(await store.steps(resumed.id)) == 1, "kept: the next attempt resumes after them"
+    response = await client.post(f"/v1/dead-letters/{restarted.id}/replay", json={"from_scratch": True})
+    assert response.status_code == 202, response.text
+    assert response.json()["attempt_history"][-1]["from_scratch"] is True
+    assert await store.steps(restarted.id) == []
+    assert (await store.get(restarted.id)).checkpoint_bytes == 0  # type: ignore[union-attr]
+    # A replay that is not a yes or no is refused before anything changes.
+    assert_problem(
+        await client.post(f"/v1/dead-letters/{uuid.uuid4()}/replay", json={"from_scratch": "maybe"}),
+        422,
+        "validation-error",
+    )

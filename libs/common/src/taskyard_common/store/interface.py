@@ -198,10 +198,13 @@ class TaskStore(Protocol):
         unknown or already terminal (a stray duplicate died: nothing to do)."""
         ...
 
-    async def replay(self, task_id: UUID, specialist: str | None) -> TaskRecord | None:
+    async def replay(
+        self, task_id: UUID, specialist: str | None, *, from_scratch: bool = False
+    ) -> TaskRecord | None:
         """Take the dead letter back: the task becomes queued (pending when it was never routed and no
         specialist is given) with attempts reset and ``published_at`` cleared until the caller publishes
-        it and calls ``mark_published``. None when there is no such open dead letter."""
+        it and calls ``mark_published``; ``from_scratch`` drops its step checkpoints too (else the next
+        attempt resumes after them). None when there is no such open dead letter."""
         ...
 
     # --- step checkpoints (durable agent runs) ----------------------------------------------------------

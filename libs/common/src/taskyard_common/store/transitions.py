@@ -118,6 +118,12 @@ REPLAY = (
     f" WHERE id = $1 AND status = 'dead_lettered' RETURNING {COLUMNS}"
 )
 REPLAYED_REASON = "replayed from the dead-letter queue"
+# A replay from scratch: the steps go, and with them the size they counted (the REPLAY that follows keeps
+# ``checkpoint_bytes`` as this leaves it).
+DISCARD_STEPS = (
+    "WITH gone AS (DELETE FROM task_steps WHERE task_id = $1 RETURNING task_id)"
+    " UPDATE tasks SET checkpoint_bytes = 0 WHERE id = $1"
+)
 
 
 # Not a status change: a note in the attempt history of a task the caller runs (a resumed attempt).
@@ -219,7 +225,9 @@ class TransitionQueries(StartQueries, PoolStore):
             await conn.execute(UPSERT_DEAD_LETTER, task_id, specialist, reason, queue, deaths, message)
         return True
 
-    async def replay(self, task_id: UUID, specialist: str | None) -> TaskRecord | None:
+    async def replay(
+        self, task_id: UUID, specialist: str | None, *, from_scratch: bool = False
+    ) -> TaskRecord | None:
         async with self._transaction() as conn:
             taken = await conn.fetchrow(
                 "DELETE FROM dead_letters WHERE task_id = $1 AND discarded_at IS NULL RETURNING reason",
@@ -235,7 +243,14 @@ class TransitionQueries(StartQueries, PoolStore):
                     "reason": REPLAYED_REASON,
                     "confidence": 1.0,
                 }
-            entry = {"event": "replayed", "dead_letter_reason": taken["reason"], "specialist": specialist}
+            entry: dict[str, Any] = {
+                "event": "replayed",
+                "dead_letter_reason": taken["reason"],
+                "specialist": specialist,
+            }
+            if from_scratch:
+                entry["from_scratch"] = True
+                await conn.execute(DISCARD_STEPS, task_id)
             row = await conn.fetchrow(REPLAY, task_id, specialist, routing, entry)
             if row is None:
                 # The task moved on meanwhile (it cannot, but never leave a half replay behind).

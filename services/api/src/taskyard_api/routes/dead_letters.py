@@ -119,6 +119,11 @@ class ReplayRequest(BaseModel):
         max_length=63,
         description="Run it on this specialist instead (see GET /v1/specialists); default: where it was",
     )
+    from_scratch: bool = Field(
+        default=False,
+        description="Drop the task's step checkpoints and run the agent from the beginning; default: resume "
+        "after the last recorded step",
+    )
 
 
 async def _open_dead_letter(store: TaskStore, task_id: str, principal: Principal) -> DeadLetterRecord:
@@ -215,7 +220,8 @@ async def replay_dead_letter(
             BROKER_UNAVAILABLE("The message broker is unavailable; the dead letter was not replayed."),
             retry_after,
         ) from None
-    record = await resources.store.replay(ident, specialist)
+    from_scratch = replay.from_scratch if replay is not None else False
+    record = await resources.store.replay(ident, specialist, from_scratch=from_scratch)
     if record is None:
         raise ProblemException(NOT_FOUND(NO_DEAD_LETTER))
     try:
