@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
+from uuid import UUID
 
 import asyncpg
 
@@ -24,21 +25,31 @@ COLUMNS = (
     "id, status, tenant, input, metadata, requested_specialist, specialist, routing, attempts, result, error,"
     " usage, created_at, published_at, routed_at, started_at, finished_at, updated_at,"
     " next_attempt_at, lease_owner, lease_expires_at, lease_expirations, cancel_requested_at, deadline,"
-    " timeout_seconds, attempt_log, dead_letter, checkpoint_bytes"
+    " timeout_seconds, attempt_log, dead_letter, checkpoint_bytes, event_seq, webhook"
 )
-# $1 id, $2 input, $3 metadata, $4 requested_specialist, $5 deadline, $6 timeout_seconds, $7 tenant.
+# $1 id, $2 input, $3 metadata, $4 requested_specialist, $5 deadline, $6 timeout_seconds, $7 tenant,
+# $8 webhook. A task is born pending with its first event, ``accepted``.
+_ACCEPTED = (
+    " logged AS (INSERT INTO task_events (task_id, seq, type, data)"
+    " SELECT c.id, 1, 'accepted', jsonb_build_object('specialist', c.requested_specialist) FROM created c)"
+    " SELECT {columns} FROM created c"
+)
 INSERT_TASK = (
-    "INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline, timeout_seconds, tenant)"
-    f" VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+    "WITH created AS (INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline,"
+    " timeout_seconds, tenant, webhook, event_seq)"
+    " VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, 1) RETURNING tasks.*),"
+    + _ACCEPTED.format(columns=", ".join(f"c.{c.strip()}" for c in COLUMNS.split(",")))
 )
 
-# The same for many tasks at once, one array per column ($2, $3: JSON text, the jsonb codec's encoding).
+# The same for many tasks at once, one array per column ($2, $3, $8: JSON text, the jsonb codec's encoding).
 INSERT_TASKS = (
-    "INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline, timeout_seconds, tenant)"
+    "WITH created AS (INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline,"
+    " timeout_seconds, tenant, webhook, event_seq)"
     " SELECT id, 'pending', input::jsonb, metadata::jsonb, requested_specialist, deadline, timeout_seconds,"
-    " tenant FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::float8[],"
-    " $7::text[]) AS t(id, input, metadata, requested_specialist, deadline, timeout_seconds, tenant)"
-    f" RETURNING {COLUMNS}"
+    " tenant, webhook::jsonb, 1 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[],"
+    " $5::timestamptz[], $6::float8[], $7::text[], $8::text[])"
+    " AS t(id, input, metadata, requested_specialist, deadline, timeout_seconds, tenant, webhook)"
+    " RETURNING tasks.*)," + _ACCEPTED.format(columns=", ".join(f"c.{c.strip()}" for c in COLUMNS.split(",")))
 )
 
 
@@ -51,6 +62,7 @@ def insert_args(task: NewTask) -> tuple[Any, ...]:
         task.deadline,
         task.timeout_seconds,
         task.tenant,
+        task.webhook,
     )
 
 
@@ -109,6 +121,13 @@ class PoolStore:
     def __init__(self, pool: asyncpg.Pool, *, acquire_timeout: float | None = None) -> None:
         self._pool = pool
         self._acquire_timeout = acquire_timeout
+        # Told the id of every task a transition changed (its event log grew): a service points it at the
+        # events exchange, so that whoever watches the task wakes up.
+        self.on_change: Callable[[UUID], None] | None = None
+
+    def _changed(self, task_id: UUID) -> None:
+        if self.on_change is not None:
+            self.on_change(task_id)
 
     @property
     def pool(self) -> asyncpg.Pool:

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingDecision, Usage
+from taskyard_common.store.events import TaskEvent
 from taskyard_common.store.records import (
     Cursor,
     DeadLetterRecord,
@@ -220,6 +221,19 @@ class TaskStore(Protocol):
 
     async def discard_steps(self, task_id: UUID) -> int:
         """Forget a task's checkpoints (a run from scratch); how many steps were dropped."""
+        ...
+
+    # --- the event log ----------------------------------------------------------------------------------
+
+    async def append_events(
+        self, task_id: UUID, owner: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> bool:
+        """Append ``(type, data)`` events to a task ``owner`` runs (streamed tokens); False when the lease is
+        gone or the task's event log is full."""
+        ...
+
+    async def events(self, task_id: UUID, *, after: int = 0, limit: int = 100) -> builtins.list[TaskEvent]:
+        """The task's events numbered above ``after``, oldest first."""
         ...
 
     # --- dead letters ----------------------------------------------------------------------------------

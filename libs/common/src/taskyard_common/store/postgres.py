@@ -12,6 +12,7 @@ from taskyard_common.errors import StoreUnavailable
 from taskyard_common.settings import DbSettings
 from taskyard_common.store._pg import UNAVAILABLE, PoolStore, init_connection, keep_session
 from taskyard_common.store.dead_letters import DeadLetterQueries
+from taskyard_common.store.events import EventQueries
 from taskyard_common.store.idempotency import IdempotencyQueries
 from taskyard_common.store.reads import ReadQueries
 from taskyard_common.store.steps import StepQueries
@@ -26,6 +27,7 @@ class PostgresTaskStore(
     ReadQueries,
     TransitionQueries,
     StepQueries,
+    EventQueries,
     DeadLetterQueries,
     IdempotencyQueries,
     PoolStore,

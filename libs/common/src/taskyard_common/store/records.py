@@ -31,6 +31,8 @@ class NewTask(BaseModel):
     requested_specialist: str | None = None
     deadline: datetime | None = None
     timeout_seconds: float | None = None
+    # Where to announce its terminal status: {"url": ..., "events": [...]}.
+    webhook: dict[str, Any] | None = None
 
 
 class TaskRecord(BaseModel):
@@ -65,6 +67,9 @@ class TaskRecord(BaseModel):
     dead_letter: dict[str, Any] | None = None
     # The size of its step checkpoints (0: nothing to resume from).
     checkpoint_bytes: int = 0
+    # The number of its last event (the event log's length).
+    event_seq: int = 0
+    webhook: dict[str, Any] | None = None
 
 
 class StartOutcome(StrEnum):
@@ -148,3 +153,6 @@ class Step(BaseModel):
     message: dict[str, Any]
     usage: Usage | None = None
     ok: bool | None = None
+    # For the task's event log only (not kept with the step): the tool's name, the LLM call's latency.
+    name: str | None = None
+    latency_ms: float | None = None

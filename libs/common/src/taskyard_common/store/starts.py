@@ -12,6 +12,7 @@ from uuid import UUID
 
 from taskyard_common.lifecycle import STARTABLE, TERMINAL, TaskStatus, sql_in
 from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, to_record
+from taskyard_common.store.events import columns_of, logged
 from taskyard_common.store.records import StartOutcome, StartResult, TaskRecord
 from taskyard_common.task_errors import TaskError, TaskErrorType
 
@@ -24,19 +25,28 @@ _READY = (
     f"status IN {sql_in(STARTABLE)} AND cancel_requested_at IS NULL"
     " AND (deadline IS NULL OR deadline >= clock_timestamp())"
 )
+_STARTED = "jsonb_build_object('attempt', c.attempts, 'worker', c.lease_owner)"
+_RECORD = columns_of("c", COLUMNS)
 # A startable task, neither cancelled nor past its deadline, becomes running under ``owner``'s lease.
-START = f"UPDATE tasks SET {_TAKE_LEASE} WHERE id = $1 AND {_READY} RETURNING {COLUMNS}"
+START = logged(
+    _TAKE_LEASE, f"WHERE id = $1 AND {_READY}", event="'attempt_started'", data=_STARTED, returning=_RECORD
+)
 # The same for many tasks at once, rows locked in id order and rows locked by anyone else skipped (they take
 # ``start``'s own path): concurrent batches never deadlock.
 START_MANY = (
     f"WITH ready AS (SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND {_READY}"
-    " ORDER BY id FOR UPDATE SKIP LOCKED)"
-    " UPDATE tasks AS t SET status = 'running', attempts = GREATEST(t.attempts, b.attempt), lease_owner = $3,"
-    " message_settled = false,"
-    " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
-    " started_at = clock_timestamp(), updated_at = clock_timestamp()"
-    " FROM ready JOIN unnest($1::uuid[], $2::int[]) AS b(id, attempt) ON b.id = ready.id"
-    " WHERE t.id = ready.id RETURNING " + ", ".join(f"t.{c.strip()}" for c in COLUMNS.split(","))
+    " ORDER BY id FOR UPDATE SKIP LOCKED), "
+    + logged(
+        "status = 'running', attempts = GREATEST(t.attempts, b.attempt), lease_owner = $3,"
+        " message_settled = false,"
+        " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
+        " started_at = clock_timestamp(), updated_at = clock_timestamp()",
+        "FROM ready JOIN unnest($1::uuid[], $2::int[]) AS b(id, attempt) ON b.id = ready.id WHERE t.id = ready.id",
+        event="'attempt_started'",
+        data=_STARTED,
+        returning=_RECORD,
+        target="tasks AS t",
+    ).removeprefix("WITH ")
 )
 _LOCKED_READ = (
     "SELECT status, lease_owner, deadline, cancel_requested_at, clock_timestamp() AS now,"
@@ -44,18 +54,26 @@ _LOCKED_READ = (
     " FROM tasks WHERE id = $1 FOR UPDATE"
 )
 # The ``cancel_running`` and ``expire`` transitions as the start finds them due (the row is locked).
-_CANCEL_AT_START = (
-    f"UPDATE tasks SET status = 'cancelled', {CLEAR_LEASE}, finished_at = clock_timestamp(),"
-    " updated_at = clock_timestamp() WHERE id = $1"
+_CANCEL_AT_START = logged(
+    f"status = 'cancelled', {CLEAR_LEASE}, finished_at = clock_timestamp(), updated_at = clock_timestamp()",
+    "WHERE id = $1",
+    event="c.status",
+    returning="c.id",
 )
-_EXPIRE_AT_START = (
-    "UPDATE tasks SET status = 'failed', error = $2, finished_at = clock_timestamp(),"
-    " next_attempt_at = NULL, updated_at = clock_timestamp() WHERE id = $1"
+_EXPIRE_AT_START = logged(
+    "status = 'failed', error = $2, finished_at = clock_timestamp(), next_attempt_at = NULL,"
+    " updated_at = clock_timestamp()",
+    "WHERE id = $1",
+    event="c.status",
+    data="jsonb_build_object('error', c.error)",
+    returning="c.id",
 )
 _EXPIRED_AT_START = TaskError(
     type=TaskErrorType.EXPIRED, message="the task's deadline passed before it could start"
 )
-_START_LOCKED = f"UPDATE tasks SET {_TAKE_LEASE} WHERE id = $1 RETURNING {COLUMNS}"
+_START_LOCKED = logged(
+    _TAKE_LEASE, "WHERE id = $1", event="'attempt_started'", data=_STARTED, returning=_RECORD
+)
 
 
 class StartQueries(PoolStore):
@@ -65,13 +83,25 @@ class StartQueries(PoolStore):
         if not attempts:
             return {}
         rows = await self._fetch(START_MANY, list(attempts), list(attempts.values()), owner, lease_seconds)
-        return {row["id"]: to_record(row) for row in rows}
+        started = {row["id"]: to_record(row) for row in rows}
+        for task_id in started:
+            self._changed(task_id)
+        return started
 
     async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
         # One round trip for the usual case instead of four (BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT).
         fast = await self._fetchrow(START, task_id, owner, attempt, lease_seconds)
         if fast is not None:
+            self._changed(task_id)
             return StartResult(StartOutcome.STARTED, to_record(fast))
+        result = await self._start_locked(task_id, owner=owner, lease_seconds=lease_seconds, attempt=attempt)
+        if result.outcome in (StartOutcome.STARTED, StartOutcome.CANCELLED, StartOutcome.EXPIRED):
+            self._changed(task_id)  # committed by now
+        return result
+
+    async def _start_locked(
+        self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int
+    ) -> StartResult:
         async with self._transaction() as conn:
             row = await conn.fetchrow(_LOCKED_READ, task_id)
             if row is None:

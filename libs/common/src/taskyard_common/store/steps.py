@@ -20,24 +20,37 @@ from taskyard_common.store._pg import PoolStore, add_usage
 from taskyard_common.store.records import Step
 
 # The tasks of the batch that ``owner`` still runs, locked in id order (as the heartbeat locks them, so
-# concurrent statements of one worker never deadlock), then their new steps.
+# concurrent statements of one worker never deadlock), then their new steps, their size and usage added to
+# the task, and one event per new step (``llm_call`` for a reply, ``tool_call`` for a result), numbered
+# after the task's last.
 RECORD_STEPS = (
     "WITH s AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bool[],"
-    " $7::int[]) AS s(task_id, step, call_id, message, usage, ok, bytes)),"
+    " $7::int[], $9::text[], $10::float8[]) AS s(task_id, step, call_id, message, usage, ok, bytes, name,"
+    " latency_ms)),"
     " held AS (SELECT id FROM tasks WHERE id IN (SELECT task_id FROM s) AND status = 'running'"
     " AND lease_owner = $8 ORDER BY id FOR SHARE),"
     " added AS (INSERT INTO task_steps (task_id, step, call_id, message, usage, ok, bytes)"
     " SELECT s.task_id, s.step, s.call_id, s.message::jsonb, s.usage::jsonb, s.ok, s.bytes"
     " FROM s JOIN held ON held.id = s.task_id ON CONFLICT (task_id, step, call_id) DO NOTHING"
-    " RETURNING task_id, bytes, usage),"
-    " sizes AS (SELECT task_id, sum(bytes)::int AS total, jsonb_build_object("
+    " RETURNING task_id, step, call_id, bytes, usage, ok),"
+    " sizes AS (SELECT task_id, count(*)::int AS n, sum(bytes)::int AS total, jsonb_build_object("
     "'prompt_tokens', sum(COALESCE((usage->>'prompt_tokens')::bigint, 0)),"
     " 'completion_tokens', sum(COALESCE((usage->>'completion_tokens')::bigint, 0)),"
     " 'total_tokens', sum(COALESCE((usage->>'total_tokens')::bigint, 0))) AS used"
-    " FROM added GROUP BY task_id)"
-    " UPDATE tasks SET checkpoint_bytes = checkpoint_bytes + sizes.total,"
-    f" usage = {add_usage('sizes.used')} FROM sizes"
-    " WHERE tasks.id = sizes.task_id RETURNING tasks.id"
+    " FROM added GROUP BY task_id),"
+    " bumped AS (UPDATE tasks SET checkpoint_bytes = checkpoint_bytes + sizes.total,"
+    f" usage = {add_usage('sizes.used')}, event_seq = event_seq + sizes.n FROM sizes"
+    " WHERE tasks.id = sizes.task_id RETURNING tasks.id, tasks.event_seq - sizes.n AS base),"
+    " logged AS (INSERT INTO task_events (task_id, seq, type, data)"
+    " SELECT a.task_id, b.base + row_number() OVER (PARTITION BY a.task_id ORDER BY a.step, a.call_id <> '',"
+    " a.call_id),"
+    " CASE WHEN a.call_id = '' THEN 'llm_call' ELSE 'tool_call' END,"
+    " CASE WHEN a.call_id = '' THEN jsonb_build_object('step', a.step,"
+    " 'tokens', COALESCE((a.usage->>'total_tokens')::int, 0), 'latency_ms', s.latency_ms)"
+    " ELSE jsonb_build_object('step', a.step, 'name', s.name, 'ok', a.ok, 'call_id', a.call_id) END"
+    " FROM added a JOIN bumped b ON b.id = a.task_id"
+    " JOIN s ON s.task_id = a.task_id AND s.step = a.step AND s.call_id = a.call_id)"
+    " SELECT id FROM bumped"
 )
 # The lease check again for the tasks whose steps were all known already (nothing added, nothing updated).
 _HELD = "SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND status = 'running' AND lease_owner = $2"
@@ -64,8 +77,12 @@ class StepQueries(PoolStore):
             [s.ok for s in steps],
             [step_bytes(s) for s in steps],
             owner,
+            [s.name for s in steps],
+            [s.latency_ms for s in steps],
         )
         held = {row["id"] for row in rows}
+        for task_id in held:
+            self._changed(task_id)
         rest = {s.task_id for s in steps} - held
         if rest:
             held |= {row["id"] for row in await self._fetch(_HELD, list(rest), owner)}

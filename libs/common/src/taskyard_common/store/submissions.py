@@ -20,6 +20,7 @@ class SubmissionQueries(PoolStore):
         row = await self._fetchrow(INSERT_TASK, *insert_args(task))
         if row is None:  # an INSERT ... RETURNING always returns its row
             raise RuntimeError(f"task {task.id} was not inserted")
+        self._changed(task.id)
         return to_record(row)
 
     async def create_many(self, tasks: Sequence[NewTask]) -> list[TaskRecord]:
@@ -34,6 +35,7 @@ class SubmissionQueries(PoolStore):
             [t.deadline for t in tasks],
             [t.timeout_seconds for t in tasks],
             [t.tenant for t in tasks],
+            [json.dumps(t.webhook) if t.webhook is not None else None for t in tasks],
         )
         by_id = {row["id"]: to_record(row) for row in rows}
         return [by_id[t.id] for t in tasks]

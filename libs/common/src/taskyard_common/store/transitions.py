@@ -17,19 +17,26 @@ from taskyard_common.lifecycle import NON_TERMINAL, NOT_STARTED, ROUTABLE, TaskS
 from taskyard_common.messages import RoutingDecision, Usage
 from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, add_usage, to_record
 from taskyard_common.store.dead_letters import UPSERT_DEAD_LETTER
+from taskyard_common.store.events import columns_of, logged
 from taskyard_common.store.records import RoutedTask, TaskRecord
 from taskyard_common.store.starts import StartQueries
 from taskyard_common.task_errors import TaskError, TaskErrorType
 
 _RUNNING_BY_OWNER = "status = 'running' AND lease_owner = $2"
 
+_BY_OWNER = f"WHERE id = $1 AND {_RUNNING_BY_OWNER}"
+_RECORD = columns_of("c", COLUMNS)
+_STATUS = "c.status"
+
 # pending → queued with the decision, unless the deadline (the row's, else the message's: $4) has passed.
-ROUTE = (
-    "UPDATE tasks SET status = 'queued', specialist = $2, routing = $3,"
-    " routed_at = clock_timestamp(), updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND status IN {sql_in(ROUTABLE)}"
-    " AND (COALESCE(deadline, $4::timestamptz) IS NULL OR COALESCE(deadline, $4::timestamptz) > clock_timestamp())"
-    " RETURNING deadline, timeout_seconds"
+ROUTE = logged(
+    "status = 'queued', specialist = $2, routing = $3, routed_at = clock_timestamp(), updated_at = clock_timestamp()",
+    f"WHERE id = $1 AND status IN {sql_in(ROUTABLE)}"
+    " AND (COALESCE(deadline, $4::timestamptz) IS NULL OR COALESCE(deadline, $4::timestamptz) > clock_timestamp())",
+    event="'routed'",
+    data="jsonb_build_object('method', c.routing->>'method', 'specialist', c.specialist,"
+    " 'confidence', c.routing->'confidence', 'cached', c.routing->'cached')",
+    returning="c.deadline, c.timeout_seconds",
 )
 # The rows locked in id order, as a worker's step checkpoints lock them: its statements never deadlock.
 HEARTBEAT = (
@@ -38,84 +45,110 @@ HEARTBEAT = (
     " UPDATE tasks SET lease_expires_at = clock_timestamp() + make_interval(secs => $3) FROM held"
     " WHERE tasks.id = held.id RETURNING tasks.id, tasks.cancel_requested_at IS NOT NULL AS cancel"
 )
+# Not an event: the message of a long task is acked early (the lease protects it from now on).
 SETTLE = (
     "UPDATE tasks SET message_settled = true, updated_at = clock_timestamp()"
     f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
 )
-COMPLETE = (
-    f"UPDATE tasks SET status = 'completed', result = $3, usage = {add_usage('$4')}, {CLEAR_LEASE},"
-    " finished_at = clock_timestamp(), updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+COMPLETE = logged(
+    f"status = 'completed', result = $3, usage = {add_usage('$4')}, {CLEAR_LEASE},"
+    " finished_at = clock_timestamp(), updated_at = clock_timestamp()",
+    _BY_OWNER,
+    event=_STATUS,
+    data="jsonb_build_object('result', c.result, 'usage', c.usage)",
+    returning="c.id",
 )
 # $4 the owner, or NULL: without one (the broker agent, a misrouted message), any non-terminal task can fail.
-FAIL = (
-    f"UPDATE tasks SET status = 'failed', error = $2, usage = {add_usage('$3')}, {CLEAR_LEASE},"
-    " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()"
-    " WHERE id = $1 AND CASE WHEN $4::text IS NULL"
-    f" THEN status IN {sql_in(NON_TERMINAL)} ELSE status = 'running' AND lease_owner = $4 END RETURNING id"
+FAIL = logged(
+    f"status = 'failed', error = $2, usage = {add_usage('$3')}, {CLEAR_LEASE},"
+    " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()",
+    "WHERE id = $1 AND CASE WHEN $4::text IS NULL"
+    f" THEN status IN {sql_in(NON_TERMINAL)} ELSE status = 'running' AND lease_owner = $4 END",
+    event=_STATUS,
+    data="jsonb_build_object('error', c.error, 'usage', c.usage)",
+    returning="c.id",
 )
-EXPIRE = (
-    "UPDATE tasks SET status = 'failed', error = $2, finished_at = clock_timestamp(),"
-    " next_attempt_at = NULL, updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND status IN {sql_in(NOT_STARTED)} RETURNING id"
+EXPIRE = logged(
+    "status = 'failed', error = $2, finished_at = clock_timestamp(), next_attempt_at = NULL,"
+    " updated_at = clock_timestamp()",
+    f"WHERE id = $1 AND status IN {sql_in(NOT_STARTED)}",
+    event=_STATUS,
+    data="jsonb_build_object('error', c.error)",
+    returning="c.id",
 )
-SCHEDULE_RETRY = (
-    f"UPDATE tasks SET status = 'retrying', {CLEAR_LEASE}, next_attempt_at = $3,"
+SCHEDULE_RETRY = logged(
+    f"status = 'retrying', {CLEAR_LEASE}, next_attempt_at = $3,"
     f" attempt_log = attempt_log || jsonb_build_array($4::jsonb), usage = {add_usage('$5')},"
-    " updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+    " updated_at = clock_timestamp()",
+    _BY_OWNER,
+    event="'retry_scheduled'",
+    data="$4::jsonb",
+    returning="c.id",
 )
-RELEASE = (
-    f"UPDATE tasks SET status = 'queued', {CLEAR_LEASE}, updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+RELEASE = logged(
+    f"status = 'queued', {CLEAR_LEASE}, updated_at = clock_timestamp()",
+    _BY_OWNER,
+    event="'handed_back'",
+    data="jsonb_build_object('attempts', c.attempts)",
+    returning="c.id",
 )
 # Not started → cancelled at once; running → stays running with the request recorded (its worker stops it).
-CANCEL = (
-    "UPDATE tasks SET"
-    " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
+CANCEL = logged(
+    "status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
     " cancel_requested_at = COALESCE(cancel_requested_at, clock_timestamp()),"
     " finished_at = CASE WHEN status = 'running' THEN finished_at ELSE clock_timestamp() END,"
-    " next_attempt_at = NULL, updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND status IN {sql_in(NOT_STARTED | {TaskStatus.RUNNING})} RETURNING {COLUMNS}"
+    " next_attempt_at = NULL, updated_at = clock_timestamp()",
+    f"WHERE id = $1 AND status IN {sql_in(NOT_STARTED | {TaskStatus.RUNNING})}",
+    event="CASE WHEN c.status = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END",
+    returning=_RECORD,
 )
-CANCEL_RUNNING = (
-    f"UPDATE tasks SET status = 'cancelled', {CLEAR_LEASE}, usage = {add_usage('$3')},"
-    " finished_at = clock_timestamp(), updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+CANCEL_RUNNING = logged(
+    f"status = 'cancelled', {CLEAR_LEASE}, usage = {add_usage('$3')},"
+    " finished_at = clock_timestamp(), updated_at = clock_timestamp()",
+    _BY_OWNER,
+    event=_STATUS,
+    data="jsonb_build_object('usage', c.usage)",
+    returning="c.id",
 )
 # Past the delivery limit ($2) → dead_lettered; else → queued with ``published_at`` cleared: requeued, its
 # new work message is not published yet, and ``stale_queued`` finds it if the caller dies before the
 # confirm and ``mark_published``.
-RECLAIM = (
-    "UPDATE tasks SET"
-    " status = CASE WHEN lease_expirations + 1 > $2 THEN 'dead_lettered' ELSE 'queued' END,"
+RECLAIM = logged(
+    "status = CASE WHEN lease_expirations + 1 > $2 THEN 'dead_lettered' ELSE 'queued' END,"
     " dead_letter = CASE WHEN lease_expirations + 1 > $2 THEN jsonb_build_object("
     "   'reason', 'delivery_limit', 'queue', 'lease', 'count', lease_expirations + 1,"
     "   'deaths', '[]'::jsonb, 'at', clock_timestamp()) ELSE dead_letter END,"
     " finished_at = CASE WHEN lease_expirations + 1 > $2 THEN clock_timestamp() ELSE NULL END,"
     " published_at = CASE WHEN lease_expirations + 1 > $2 THEN published_at ELSE NULL END,"
-    f" lease_expirations = lease_expirations + 1, {CLEAR_LEASE}, updated_at = clock_timestamp()"
-    " WHERE id = $1 AND status = 'running' AND message_settled AND lease_expires_at < clock_timestamp()"
-    " RETURNING status, specialist"
+    f" lease_expirations = lease_expirations + 1, {CLEAR_LEASE}, updated_at = clock_timestamp()",
+    "WHERE id = $1 AND status = 'running' AND message_settled AND lease_expires_at < clock_timestamp()",
+    event="CASE WHEN c.status = 'dead_lettered' THEN 'dead_lettered' ELSE 'lease_expired' END",
+    data="jsonb_build_object('lease_expirations', c.lease_expirations, 'reason', c.dead_letter->'reason',"
+    " 'queue', c.dead_letter->'queue')",
+    returning="c.status, c.specialist",
 )
-DEAD_LETTER = (
-    f"UPDATE tasks SET status = 'dead_lettered', {CLEAR_LEASE},"
-    " dead_letter = $2 || jsonb_build_object('at', clock_timestamp()),"
-    " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND status IN {sql_in(NON_TERMINAL)} RETURNING id"
+DEAD_LETTER = logged(
+    f"status = 'dead_lettered', {CLEAR_LEASE}, dead_letter = $2 || jsonb_build_object('at', clock_timestamp()),"
+    " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()",
+    f"WHERE id = $1 AND status IN {sql_in(NON_TERMINAL)}",
+    event=_STATUS,
+    data="jsonb_build_object('reason', c.dead_letter->'reason', 'queue', c.dead_letter->'queue')",
+    returning="c.id",
 )
 # Queued again (pending when it was never routed and no specialist is given), attempts reset; its new
 # message is not published yet (``published_at`` NULL): the sweeper or the reaper publishes it if the caller
 # cannot.
-REPLAY = (
-    "UPDATE tasks SET"
-    " specialist = COALESCE($2, specialist), routing = COALESCE($3, routing),"
+REPLAY = logged(
+    "specialist = COALESCE($2, specialist), routing = COALESCE($3, routing),"
     " status = CASE WHEN COALESCE($2, specialist) IS NULL THEN 'pending' ELSE 'queued' END,"
     f" attempts = 0, lease_expirations = 0, {CLEAR_LEASE}, error = NULL, result = NULL,"
     " next_attempt_at = NULL, cancel_requested_at = NULL, finished_at = NULL, started_at = NULL,"
     " published_at = NULL,"
-    " attempt_log = attempt_log || jsonb_build_array($4::jsonb), updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND status = 'dead_lettered' RETURNING {COLUMNS}"
+    " attempt_log = attempt_log || jsonb_build_array($4::jsonb), updated_at = clock_timestamp()",
+    "WHERE id = $1 AND status = 'dead_lettered'",
+    event="'replayed'",
+    data="$4::jsonb || jsonb_build_object('status', c.status)",
+    returning=_RECORD,
 )
 REPLAYED_REASON = "replayed from the dead-letter queue"
 # A replay from scratch: the steps go, and with them the size they counted (the REPLAY that follows keeps
@@ -126,21 +159,32 @@ DISCARD_STEPS = (
 )
 
 
-# Not a status change: a note in the attempt history of a task the caller runs (a resumed attempt).
-APPEND_ATTEMPT_LOG = (
-    "UPDATE tasks SET attempt_log = attempt_log || jsonb_build_array($3::jsonb), updated_at = clock_timestamp()"
-    f" WHERE id = $1 AND {_RUNNING_BY_OWNER} RETURNING id"
+# Not a status change: a note in the attempt history of a task the caller runs (a resumed attempt), also
+# an event of the note's kind.
+APPEND_ATTEMPT_LOG = logged(
+    "attempt_log = attempt_log || jsonb_build_array($3::jsonb), updated_at = clock_timestamp()",
+    _BY_OWNER,
+    event="$3::jsonb->>'event'",
+    data="$3::jsonb",
+    returning="c.id",
 )
 
 
 class TransitionQueries(StartQueries, PoolStore):
+    def _applied(self, task_id: UUID, row: object) -> bool:
+        """Whether the transition applied; if so its event is written: tell ``on_change``."""
+        if row is None:
+            return False
+        self._changed(task_id)
+        return True
+
     async def route(
         self, task_id: UUID, decision: RoutingDecision, deadline: datetime | None = None
     ) -> RoutedTask | None:
         row = await self._fetchrow(
             ROUTE, task_id, decision.specialist, decision.model_dump(mode="json"), deadline
         )
-        if row is None:
+        if not self._applied(task_id, row) or row is None:
             return None
         return RoutedTask(deadline=row["deadline"], timeout_seconds=row["timeout_seconds"])
 
@@ -153,39 +197,42 @@ class TransitionQueries(StartQueries, PoolStore):
         return {r["id"] for r in rows}, {r["id"] for r in rows if r["cancel"]}
 
     async def append_attempt_log(self, task_id: UUID, owner: str, entry: dict[str, Any]) -> bool:
-        return await self._fetchrow(APPEND_ATTEMPT_LOG, task_id, owner, entry) is not None
+        return self._applied(task_id, await self._fetchrow(APPEND_ATTEMPT_LOG, task_id, owner, entry))
 
     async def settle(self, task_id: UUID, owner: str) -> bool:
         return await self._fetchrow(SETTLE, task_id, owner) is not None
 
     async def complete(self, task_id: UUID, result: dict[str, Any], usage: Usage, owner: str) -> bool:
-        return await self._fetchrow(COMPLETE, task_id, owner, result, usage.model_dump()) is not None
+        row = await self._fetchrow(COMPLETE, task_id, owner, result, usage.model_dump())
+        return self._applied(task_id, row)
 
     async def fail(self, task_id: UUID, error: TaskError, usage: Usage, owner: str | None = None) -> bool:
         row = await self._fetchrow(FAIL, task_id, error.model_dump(mode="json"), usage.model_dump(), owner)
-        return row is not None
+        return self._applied(task_id, row)
 
     async def expire(self, task_id: UUID, message: str) -> bool:
         error = TaskError(type=TaskErrorType.EXPIRED, message=message)
-        return await self._fetchrow(EXPIRE, task_id, error.model_dump(mode="json")) is not None
+        return self._applied(task_id, await self._fetchrow(EXPIRE, task_id, error.model_dump(mode="json")))
 
     async def schedule_retry(
         self, task_id: UUID, owner: str, *, entry: dict[str, Any], next_attempt_at: datetime, usage: Usage
     ) -> bool:
         row = await self._fetchrow(SCHEDULE_RETRY, task_id, owner, next_attempt_at, entry, usage.model_dump())
-        return row is not None
+        return self._applied(task_id, row)
 
     async def release(self, task_id: UUID, owner: str) -> bool:
-        return await self._fetchrow(RELEASE, task_id, owner) is not None
+        return self._applied(task_id, await self._fetchrow(RELEASE, task_id, owner))
 
     async def cancel(self, task_id: UUID) -> TaskRecord | None:
         row = await self._fetchrow(CANCEL, task_id)
-        if row is None:  # unknown, or finished already: the task as it is
+        if not self._applied(task_id, row):  # unknown, or finished already: the task as it is
             row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
         return to_record(row) if row else None
 
     async def cancel_running(self, task_id: UUID, owner: str, usage: Usage) -> bool:
-        return await self._fetchrow(CANCEL_RUNNING, task_id, owner, usage.model_dump()) is not None
+        return self._applied(
+            task_id, await self._fetchrow(CANCEL_RUNNING, task_id, owner, usage.model_dump())
+        )
 
     async def reclaim(
         self, task_id: UUID, max_expirations: int, message: dict[str, Any] | None = None
@@ -206,7 +253,8 @@ class TransitionQueries(StartQueries, PoolStore):
                     [],
                     message or {},
                 )
-            return status
+        self._changed(task_id)
+        return status
 
     async def dead_letter(
         self,
@@ -223,6 +271,7 @@ class TransitionQueries(StartQueries, PoolStore):
             if await conn.fetchrow(DEAD_LETTER, task_id, summary) is None:
                 return False
             await conn.execute(UPSERT_DEAD_LETTER, task_id, specialist, reason, queue, deaths, message)
+        self._changed(task_id)
         return True
 
     async def replay(
@@ -255,4 +304,5 @@ class TransitionQueries(StartQueries, PoolStore):
             if row is None:
                 # The task moved on meanwhile (it cannot, but never leave a half replay behind).
                 raise RuntimeError(f"task {task_id} has a dead letter but is not dead_lettered")
-            return to_record(row)
+        self._changed(task_id)
+        return to_record(row)

@@ -1,0 +1,106 @@
+"""The event log in the real store: every transition appends its event in the same statement, numbered
+per task in order, and a terminal status a webhook asks for writes its delivery to the outbox."""
+
+import uuid
+
+import pytest
+
+from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
+from taskyard_common.store import NewTask, Step
+from taskyard_common.store.events import MAX_EVENTS_PER_TASK
+from taskyard_common.task_errors import TaskErrorType, task_error
+
+pytestmark = pytest.mark.integration
+
+DECISION = RoutingDecision(method=RoutingMethod.LLM, specialist="general", reason="r", confidence=0.8)
+
+
+async def types(store, task_id):
+    events = await store.events(task_id)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "numbered 1, 2, 3, ... without gaps"
+    return [e.type for e in events]
+
+
+async def test_a_task_tells_its_story_in_order(store):
+    changed: list[uuid.UUID] = []
+    store.on_change = changed.append
+    task = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}))
+    assert await store.route(task.id, DECISION)
+    await store.start(task.id, owner="w", lease_seconds=30, attempt=1)
+    reply = Step(
+        task_id=task.id,
+        step=1,
+        message={"role": "assistant", "content": None, "tool_calls": [{"id": "a"}]},
+        usage=Usage(total_tokens=9),
+        latency_ms=12.5,
+    )
+    result = Step(task_id=task.id, step=1, call_id="a", message={"role": "tool"}, ok=True, name="calculator")
+    await store.record_steps([result, reply], owner="w")
+    assert await store.append_events(task.id, "w", [("token", {"text": "4"}), ("token", {"text": "2"})])
+    assert await store.complete(task.id, {"output": "42"}, Usage(total_tokens=1), owner="w")
+    assert await types(store, task.id) == [
+        "accepted",
+        "routed",
+        "attempt_started",
+        "llm_call",
+        "tool_call",
+        "token",
+        "token",
+        "completed",
+    ]
+    events = {e.type: e for e in await store.events(task.id)}
+    assert events["routed"].data == {
+        "method": "llm",
+        "specialist": "general",
+        "confidence": 0.8,
+        "cached": False,
+    }
+    assert events["llm_call"].data == {"step": 1, "tokens": 9, "latency_ms": 12.5}
+    assert events["tool_call"].data == {"step": 1, "name": "calculator", "ok": True, "call_id": "a"}
+    assert events["completed"].data["result"] == {"output": "42"}
+    assert [e.type for e in await store.events(task.id, after=5, limit=2)] == ["token", "token"]
+    assert (await store.get(task.id)).event_seq == 8
+    assert set(changed) == {task.id} and len(changed) >= 6, "every change told to on_change"
+
+
+async def test_only_the_lease_owner_appends_and_the_log_is_bounded(store):
+    task = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}))
+    await store.route(task.id, DECISION)
+    await store.start(task.id, owner="w", lease_seconds=30, attempt=1)
+    assert not await store.append_events(task.id, "other", [("token", {"text": "x"})])
+    many = [("token", {"text": "x"})] * MAX_EVENTS_PER_TASK
+    assert not await store.append_events(task.id, "w", many), "past the bound: refused whole"
+    assert await store.append_events(task.id, "w", many[: MAX_EVENTS_PER_TASK - 10])
+    # Transitions are always logged, past the bound too.
+    assert await store.fail(task.id, task_error(TaskErrorType.AGENT_ERROR, "no"), Usage(), owner="w")
+    assert (await store.events(task.id, after=MAX_EVENTS_PER_TASK - 10))[-1].type == "failed"
+
+
+async def test_a_terminal_status_the_webhook_asks_for_is_put_in_the_outbox(store):
+    hooked = await store.create(
+        NewTask(
+            id=uuid.uuid4(),
+            input="x",
+            metadata={"k": "v"},
+            webhook={"url": "https://example.com/hook", "events": ["completed", "failed"]},
+        )
+    )
+    not_asked = await store.create(
+        NewTask(
+            id=uuid.uuid4(), input="x", metadata={}, webhook={"url": "https://e.com", "events": ["failed"]}
+        )
+    )
+    for task in (hooked, not_asked):
+        await store.route(task.id, DECISION)
+        await store.start(task.id, owner="w", lease_seconds=30, attempt=1)
+        assert await store.complete(task.id, {"output": "done"}, Usage(), owner="w")
+    rows = await store.pool.fetch("SELECT * FROM webhook_deliveries ORDER BY created_at")
+    mine = [r for r in rows if r["task_id"] in (hooked.id, not_asked.id)]
+    assert len(mine) == 1
+    delivery = mine[0]
+    assert delivery["task_id"] == hooked.id and delivery["event"] == "completed"
+    assert delivery["url"] == "https://example.com/hook" and delivery["status"] == "pending"
+    assert delivery["id"] == f"msg_{hooked.id.hex}_{(await store.get(hooked.id)).event_seq}"
+    payload = delivery["payload"]
+    assert payload["type"] == "task.completed"
+    assert payload["data"]["result"] == {"output": "done"} and payload["data"]["metadata"] == {"k": "v"}
