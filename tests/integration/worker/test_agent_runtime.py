@@ -195,6 +195,8 @@ class Recorder:
         call_id: str = "",
         usage: Usage | None = None,
         ok: bool | None = None,
+        name: str | None = None,
+        latency_ms: float | None = None,
     ) -> bool:
         if self._fail_from is not None and step >= self._fail_from:
             return False

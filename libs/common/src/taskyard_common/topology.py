@@ -84,6 +84,12 @@ class Topology:
         return f"{self.prefix}.control"
 
     @property
+    def events_exchange(self) -> str:
+        """Topic exchange of wake-ups "task <id> has new events" (routing key: the task id), for whoever
+        watches a task (the API's streams and long polls). Transient: the events are in the store."""
+        return f"{self.prefix}.events"
+
+    @property
     def dead_letter_exchange(self) -> str:
         return f"{self.prefix}.dlx"
 
@@ -111,6 +117,7 @@ class Topology:
             self.delay_exchange,
             self.retry_exchange,
             self.control_exchange,
+            self.events_exchange,
             self.dead_letter_exchange,
         ]
 
@@ -203,6 +210,7 @@ async def _declare(
         control_x = await channel.declare_exchange(
             topology.control_exchange, aio_pika.ExchangeType.FANOUT, durable=True
         )
+        await channel.declare_exchange(topology.events_exchange, aio_pika.ExchangeType.TOPIC, durable=True)
 
         args = work_queue_arguments(topology, settings)
         intake_q = await channel.declare_queue(topology.intake_queue, durable=True, arguments=args)

@@ -12,12 +12,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
+from uuid import UUID
 
 import aiormq
 from aio_pika.abc import AbstractRobustConnection
 
 from taskyard_common.amqp import Publisher, connect
 from taskyard_common.errors import BrokerUnavailable, TopologyMismatch
+from taskyard_common.event_bus import EventNotifier
 from taskyard_common.settings import AmqpSettings
 from taskyard_common.topology import Topology, declare
 
@@ -44,6 +46,7 @@ class BusLink:
         self._name = name
         self._connection: AbstractRobustConnection | None = None
         self._publisher: Publisher | None = None
+        self._notifier: EventNotifier | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -95,21 +98,31 @@ class BusLink:
             await declare(channel, self._topology, self._specialists, self._settings)
             await channel.close()
             publisher = await Publisher.open(connection, self._settings)
+            notifier = await EventNotifier.open(await connection.channel(), self._topology.events_exchange)
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 await connection.close()
             if isinstance(exc, (OSError, TimeoutError, RuntimeError, aiormq.exceptions.AMQPError)):
                 raise BrokerUnavailable(f"setting up the channel failed: {type(exc).__name__}") from exc
             raise
-        self._connection, self._publisher = connection, publisher
+        self._connection, self._publisher, self._notifier = connection, publisher, notifier
+
+    def notify(self, task_id: UUID) -> None:
+        """Wake whoever watches ``task_id`` (its event log grew); dropped while disconnected (watchers also
+        read the store every few seconds)."""
+        if self._notifier is not None and self.connected:
+            self._notifier.notify(task_id)
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        publisher, connection = self._publisher, self._connection
-        self._publisher = self._connection = None
+        publisher, connection, notifier = self._publisher, self._connection, self._notifier
+        self._publisher = self._connection = self._notifier = None
+        if notifier is not None:
+            with contextlib.suppress(Exception):
+                await notifier.close()
         if publisher is not None:
             with contextlib.suppress(Exception):
                 await publisher.close()

@@ -64,6 +64,8 @@ class Resources:
             )
             stack.push_async_callback(bus.close)
             bus.start()
+            # What the API changes (a submission, a cancel, a replay) wakes whoever watches the task.
+            store.on_change = bus.notify
             sweeper = Sweeper(
                 store,
                 bus,

@@ -19,6 +19,7 @@ from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import ServiceSettings
 from taskyard_common.amqp import Publisher, connect, server_version
 from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common.event_bus import EventNotifier
 from taskyard_common.health import HealthServer, ReadyCheck
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.topology import Topology, dead_letter_queue_arguments, declare
@@ -78,6 +79,10 @@ class Resources:
             )
             publisher = await Publisher.open(connection, settings.amqp)
             stack.push_async_callback(publisher.close)
+            # Every routing, reclaim and dead letter recorded here wakes whoever watches the task.
+            notifier = await EventNotifier.open(await connection.channel(), topology.events_exchange)
+            stack.push_async_callback(notifier.close)
+            store.on_change = notifier.notify
             health = HealthServer(settings.health, ready=ready)
             await health.start()
             stack.push_async_callback(health.close)

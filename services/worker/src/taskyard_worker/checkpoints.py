@@ -101,10 +101,22 @@ class RunCheckpoint:
         call_id: str = "",
         usage: Usage | None = None,
         ok: bool | None = None,
+        name: str | None = None,
+        latency_ms: float | None = None,
     ) -> bool:
-        """Checkpoint one entry of step ``step``; True when it is in the store (its usage with it). Raises
+        """Checkpoint one entry of step ``step``; True when it is in the store (its usage with it, and its
+        event: ``llm_call`` with ``latency_ms``, ``tool_call`` with the tool's ``name``). Raises
         ``LeaseLost`` when the task is no longer this worker's."""
-        entry = Step(task_id=self.task_id, step=step, call_id=call_id, message=message, usage=usage, ok=ok)
+        entry = Step(
+            task_id=self.task_id,
+            step=step,
+            call_id=call_id,
+            message=message,
+            usage=usage,
+            ok=ok,
+            name=name,
+            latency_ms=latency_ms,
+        )
         size = step_bytes(entry)
         if self._full or self._bytes + size > self._max_bytes:
             if not self._full:

@@ -20,6 +20,7 @@ from aio_pika.abc import AbstractQueue, AbstractRobustChannel, AbstractRobustCon
 
 from taskyard_common.amqp import Publisher, connect
 from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_catalog
+from taskyard_common.event_bus import EventNotifier
 from taskyard_common.health import HealthServer
 from taskyard_common.llm import ClientPool
 from taskyard_common.service import ConfigurationError
@@ -147,6 +148,10 @@ class WorkerResources:
             await warn_on_broker_cancel(quarantine_channel, "quarantine")
             publisher = await Publisher.open(connection, settings.amqp)
             stack.push_async_callback(publisher.close)
+            # Every step and outcome this worker records wakes whoever watches the task.
+            notifier = await EventNotifier.open(await connection.channel(), topology.events_exchange)
+            stack.push_async_callback(notifier.close)
+            store.on_change = notifier.notify
             # One set of LLM clients per process, shared by every task, with a keep-alive connection for
             # each task that may be in flight (see ``ClientPool`` for why several clients).
             llm = ClientPool.create(settings.llm, concurrency=spec.concurrency)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -51,6 +52,8 @@ class Checkpoint(Protocol):
         call_id: str = "",
         usage: Usage | None = None,
         ok: bool | None = None,
+        name: str | None = None,
+        latency_ms: float | None = None,
     ) -> bool:
         """True when the entry is in the store (its usage with it)."""
         ...
@@ -178,7 +181,9 @@ class Agent:
             body: dict[str, Any] = {"model": self.model, "messages": messages}
             if self._tool_schemas:
                 body["tools"] = self._tool_schemas
+            called = time.perf_counter()
             response = await self._llm.complete(body)
+            latency_ms = round((time.perf_counter() - called) * 1000, 1)
             trace.steps += 1
             used = _usage(response)
             trace.usage += used
@@ -187,7 +192,7 @@ class Agent:
                 raise TransientError("the LLM answered no choices")
             reply = _reply_message(response)
             messages.append(reply)
-            if not await self._record(checkpoint, trace.steps, reply, usage=used):
+            if not await self._record(checkpoint, trace.steps, reply, usage=used, latency_ms=latency_ms):
                 trace.unrecorded += used
             calls = tool_calls_of(reply)
             if not calls:
@@ -212,7 +217,7 @@ class Agent:
             ok, text = await self._call_tool(call)
             call_id = str(call.get("id", ""))
             result = {"role": "tool", "tool_call_id": call_id, "content": self._clip(text)}
-            await self._record(checkpoint, trace.steps, result, call_id=call_id, ok=ok)
+            await self._record(checkpoint, trace.steps, result, call_id=call_id, ok=ok, name=tool_name(call))
             return ok, result
 
         done = await asyncio.gather(*(one(call) for call in calls))
@@ -229,10 +234,14 @@ class Agent:
         call_id: str = "",
         usage: Usage | None = None,
         ok: bool | None = None,
+        name: str | None = None,
+        latency_ms: float | None = None,
     ) -> bool:
         if checkpoint is None:
             return False
-        return await checkpoint.record(step, message, call_id=call_id, usage=usage, ok=ok)
+        return await checkpoint.record(
+            step, message, call_id=call_id, usage=usage, ok=ok, name=name, latency_ms=latency_ms
+        )
 
     async def _call_tool(self, call: dict[str, Any]) -> tuple[bool, str]:
         """(ok, the text the model reads). Errors become results the model can react to, never crashes."""
