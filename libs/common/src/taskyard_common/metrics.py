@@ -145,6 +145,10 @@ LLM_STEP_RETRIES = Counter(
     "LLM calls retried inside an agent step (server error, timeout, connection error) without charging an attempt",
     ["specialist", "reason"],
 )
+TASK_EVENTS = Counter(
+    "taskyard_task_events_total",
+    "Events this process appended to task event logs (transitions, LLM and tool calls, streamed tokens)",
+)
 
 ROUTING_METHODS = ("llm", "rules", "explicit")
 ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard")

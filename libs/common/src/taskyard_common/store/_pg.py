@@ -12,6 +12,7 @@ from uuid import UUID
 import asyncpg
 
 from taskyard_common.errors import StoreUnavailable
+from taskyard_common.metrics import TASK_EVENTS
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.store.records import NewTask, TaskRecord
 
@@ -125,7 +126,9 @@ class PoolStore:
         # events exchange, so that whoever watches the task wakes up.
         self.on_change: Callable[[UUID], None] | None = None
 
-    def _changed(self, task_id: UUID) -> None:
+    def _changed(self, task_id: UUID, events: int = 1) -> None:
+        """``events`` were appended to ``task_id``'s log (and committed)."""
+        TASK_EVENTS.inc(events)
         if self.on_change is not None:
             self.on_change(task_id)
 

@@ -110,7 +110,7 @@ class EventQueries(PoolStore):
             MAX_EVENTS_PER_TASK,
         )
         if rows:
-            self._changed(task_id)
+            self._changed(task_id, len(rows))
         return bool(rows)
 
     async def events(self, task_id: UUID, *, after: int = 0, limit: int = 100) -> builtins.list[TaskEvent]:

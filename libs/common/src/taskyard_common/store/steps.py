@@ -82,7 +82,7 @@ class StepQueries(PoolStore):
         )
         held = {row["id"] for row in rows}
         for task_id in held:
-            self._changed(task_id)
+            self._changed(task_id, sum(1 for s in steps if s.task_id == task_id))
         rest = {s.task_id for s in steps} - held
         if rest:
             held |= {row["id"] for row in await self._fetch(_HELD, list(rest), owner)}
