@@ -12,8 +12,8 @@ from uuid import UUID
 import asyncpg
 
 from taskyard_common.errors import StoreUnavailable
-from taskyard_common.metrics import TASK_EVENTS
 from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.metrics import TASK_EVENTS
 from taskyard_common.store.records import NewTask, TaskRecord
 
 # A pooled connection (what ``acquire`` hands out), as the queries use it; generic only in asyncpg's stubs.
