@@ -199,7 +199,10 @@ async def test_deadline_passed_before_start_fails_as_expired(cluster: Cluster, d
 
 
 async def test_transient_llm_errors_are_retried_through_delay_queues(cluster: Cluster, devllm: DevLlm):
-    await devllm.script(cluster.model, [{"status": 500}, {"status": 503}, {"content": "third time lucky"}])
+    # Each attempt's call fails as often as the step tries it (llm_retries: 2, so 3 tries), twice over: only
+    # then does an attempt fail and its retry go through the delay queues.
+    failing_attempt = [{"status": 500}, {"status": 503}, {"status": 502}]
+    await devllm.script(cluster.model, [*failing_attempt, *failing_attempt, {"content": "third time lucky"}])
     await cluster.start_api()
     await cluster.start_broker_agent()
     await cluster.start_worker("summarizer", **WORKER_ENV)
