@@ -8,8 +8,10 @@ Why a handler of our own: the model's chat template (the GGUF's, Qwen2.5's Herme
 and tool results well, but with ``tool_choice`` left to the model ("auto", what an agent sends)
 llama-cpp-python hands the model's ``<tool_call>{...}</tool_call>`` text back as plain content, so an agent
 would take a calculator call for its final answer. This handler renders with the same template and turns
-those blocks into OpenAI ``tool_calls``. A forced tool choice (the router's ``route_task``) is left to
-llama-cpp-python, which holds the arguments to the tool's JSON schema with a grammar.
+those blocks into OpenAI ``tool_calls``, in a streamed reply (``"stream": true``) too, as tool-call deltas
+(``stream_with_calls``). A forced tool choice (the router's ``route_task``) is left to llama-cpp-python,
+which holds the arguments to the tool's JSON schema with a grammar. (A stream carries no usage:
+llama-cpp-python ignores ``stream_options``.)
 
 And a request fix: the assistant turn that called a tool comes back from OpenAI clients with
 ``"content": null``, which this server's request model refuses; a middleware leaves the key out.
@@ -21,11 +23,13 @@ import json
 import re
 import sys
 import uuid
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 CHAT_FORMAT = "taskyard-tools"
 _TEMPLATE = "chat_template.default"  # the handler llama-cpp-python builds from the GGUF's chat template
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+_OPEN = "<tool_call>"
 _OPENING_CALL = re.compile(r"\s*(?:```(?:json)?\s*)?\{")
 
 
@@ -119,10 +123,12 @@ def taskyard_tools(
         stream=stream,
         **kwargs,
     )
-    if stream or not tools or isinstance(tool_choice, dict) or tool_choice == "none":
+    if not tools or isinstance(tool_choice, dict) or tool_choice == "none":
         return response
-    choice = response["choices"][0]
     names = {t["function"]["name"] for t in tools if t.get("type") == "function"}
+    if stream:
+        return stream_with_calls(response, names)
+    choice = response["choices"][0]
     parsed = parse_calls(choice["message"].get("content") or "", names)
     if parsed is None:
         return response
@@ -131,6 +137,57 @@ def taskyard_tools(
     choice["message"]["content"] = text or None
     choice["finish_reason"] = "tool_calls"
     return response
+
+
+def _releasable(sent: str, held: str) -> str:
+    """The start of ``held`` that cannot belong to a tool call, given the content ``sent`` before it."""
+    opening = (sent + held).lstrip()
+    if not sent.strip():
+        if not opening or opening[0] in "{`" or opening.startswith(_OPEN) or _OPEN.startswith(opening):
+            return ""  # a reply that opens with a call (or may): held to its end
+    block = held.find(_OPEN)
+    if block >= 0:
+        return held[:block]
+    for size in range(min(len(held), len(_OPEN) - 1), 0, -1):
+        if held.endswith(_OPEN[:size]):  # perhaps a block begins: wait for the next piece
+            return held[:-size]
+    return held
+
+
+def _chunk(template: dict[str, Any], delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    return {**template, "choices": [choice]}
+
+
+def stream_with_calls(chunks: Iterable[dict[str, Any]], tool_names: set[str]) -> Iterator[dict[str, Any]]:
+    """The chunks of a streamed reply with its tool calls as OpenAI's tool-call deltas, as ``parse_calls``
+    finds them in a whole reply. Text goes on as it comes until it may be a call: a reply that opens with
+    ``<tool_call>``, ``{`` or a code fence is held to its end, and so is a block that begins mid-reply;
+    then the calls (or, if it was no call, the text held) go out before the finishing chunk."""
+    sent, held = "", ""
+    for chunk in chunks:
+        choice = chunk["choices"][0]
+        text = (choice.get("delta") or {}).get("content")
+        if choice.get("finish_reason") is None:
+            if not text:
+                yield chunk
+                continue
+            held += text
+            ready = _releasable(sent, held)
+            if ready:
+                sent, held = sent + ready, held[len(ready) :]
+                yield _chunk(chunk, {"content": ready})
+            continue
+        parsed = parse_calls(sent + held, tool_names) if held else None
+        calls, rest = parsed if parsed is not None else ([], held)
+        if parsed is not None:
+            rest = rest[len(sent.lstrip()) :]  # the text around the blocks, less what went out already
+        if rest.strip():
+            yield _chunk(chunk, {"content": rest})
+        for index, call in enumerate(calls):
+            yield _chunk(chunk, {"tool_calls": [{"index": index, **call}]})
+        yield _chunk(chunk, choice.get("delta") or {}, "tool_calls" if calls else choice["finish_reason"])
+        sent, held = sent + held, ""
 
 
 def without_null_content(body: bytes) -> bytes:

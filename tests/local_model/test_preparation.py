@@ -113,8 +113,8 @@ def test_the_handler_answers_tool_calls_like_the_openai_api():
     assert llama.seen["tools"] == CALCULATOR  # the template renders the tools
 
 
-@pytest.mark.parametrize("kwargs", [{"stream": True}, {"tool_choice": "none"}, {"tools": None}])
-def test_the_handler_leaves_streams_and_tool_less_calls_alone(kwargs: dict[str, Any]):
+@pytest.mark.parametrize("kwargs", [{"tool_choice": "none"}, {"tools": None}])
+def test_the_handler_leaves_tool_less_calls_alone(kwargs: dict[str, Any]):
     response = server.taskyard_tools(llama=FakeLlama(CALL), messages=[], **{"tools": CALCULATOR, **kwargs})
     assert response["choices"][0]["message"]["content"] == CALL
 

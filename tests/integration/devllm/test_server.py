@@ -1,5 +1,7 @@
 """The development model server, driven through the real openai client over HTTP."""
 
+import json
+
 import openai
 import pytest
 
@@ -102,3 +104,70 @@ async def test_a_by_turn_script_answers_each_turn_the_same_every_time(client, de
     second = await client.chat.completions.create(model=model, messages=answered)
     assert second.choices[0].message.content == "two"
     assert len(await devllm.requests(model)) == 3
+
+
+async def streamed(client, model, **kwargs):
+    """Every chunk of a streamed completion."""
+    stream = await client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "hi"}], stream=True, **kwargs
+    )
+    return [chunk async for chunk in stream]
+
+
+async def test_a_streamed_answer_comes_in_word_pieces_then_its_usage(client, devllm):
+    model = devllm.new_model()
+    await devllm.script(model, [{"content": "Queues decouple  the sender\nfrom the receiver."}])
+    chunks = await streamed(client, model, stream_options={"include_usage": True})
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert len({c.id for c in chunks}) == 1
+    first, *middle, finish, usage = chunks
+    assert first.choices[0].delta.role == "assistant"
+    texts = [c.choices[0].delta.content for c in middle]
+    assert texts == ["Queues", " decouple", "  the", " sender", "\nfrom", " the", " receiver."]
+    assert finish.choices[0].finish_reason == "stop" and finish.usage is None
+    assert usage.choices == [] and usage.usage.completion_tokens == 7
+    assert usage.usage.total_tokens == usage.usage.prompt_tokens + 7
+    [request] = await devllm.requests(model)
+    assert request["stream"] is True
+
+
+async def test_a_streamed_tool_call_comes_as_deltas_without_usage_unless_asked(client, devllm):
+    model = devllm.new_model()
+    expression = {"expression": "12 * (3 + 4) - 5"}
+    await devllm.script(model, [{"tool_calls": [{"name": "calculator", "arguments": expression}]}])
+    chunks = await streamed(client, model)
+    assert all(c.usage is None for c in chunks)
+    calls = [c.choices[0].delta.tool_calls[0] for c in chunks if c.choices[0].delta.tool_calls]
+    assert calls[0].id and calls[0].function.name == "calculator" and calls[0].function.arguments == ""
+    assert len(calls) > 2, "the arguments come in fragments"
+    assert all(c.index == 0 and c.id is None for c in calls[1:])
+    assert json.loads("".join(c.function.arguments for c in calls)) == expression
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+async def test_scripted_errors_come_before_the_stream(client, devllm):
+    model = devllm.new_model()
+    await devllm.script(model, [{"status": 503}])
+    with pytest.raises(openai.InternalServerError):
+        await streamed(client, model)
+
+
+@pytest.mark.parametrize(
+    ("fail_with", "error"), [("error", openai.APIError), ("disconnect", openai.APIConnectionError)]
+)
+async def test_a_stream_broken_off_mid_way(client, devllm, fail_with, error):
+    model = devllm.new_model()
+    await devllm.script(
+        model, [{"content": "one two three four", "fail_after_chunks": 3, "fail_with": fail_with}]
+    )
+    stream = await client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    received = []
+    with pytest.raises(error):
+        async for chunk in stream:
+            received.append(chunk.choices[0].delta.content)
+    assert received == ["", "one", " two"]
+    # The next request is served as usual.
+    chunks = await streamed(client, model)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks).startswith(MARK)

@@ -49,6 +49,9 @@ class SpecialistSpec(BaseModel):
     # Resume a new attempt from the last step checkpoint (false: every attempt starts from the beginning,
     # for agents whose tools must not see a half-done conversation again).
     resume: bool = True
+    # Stream every LLM call's reply and append its text to the task's event log as ``token`` events while it
+    # is written (the final answer is what a client sees appear); false: whole replies only.
+    stream: bool = False
     # Retry policy for transient failures (LLM 5xx, timeouts, connection errors).
     max_attempts: int = Field(default=3, ge=1, le=100)
     backoff_base_seconds: float = Field(default=2.0, gt=0)

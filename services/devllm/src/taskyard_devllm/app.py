@@ -1,4 +1,5 @@
-"""The HTTP server: OpenAI's ``/v1/chat/completions`` and ``/v1/models``, plus ``/_control`` for tests."""
+"""The HTTP server: OpenAI's ``/v1/chat/completions`` (whole or streamed) and ``/v1/models``, plus ``/_control``
+for tests."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from taskyard_devllm import streaming
 from taskyard_devllm.replies import MARK, count_tokens, reply
 from taskyard_devllm.scripts import Script, Scripts, Step
 
@@ -70,6 +72,18 @@ def _completion(model: str, number: int, message: dict[str, Any], prompt_tokens:
     }
 
 
+def _streamed(completion: dict[str, Any], body: dict[str, Any], step: Step | None) -> StreamingResponse:
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    stream = streaming.events(
+        streaming.chunks(completion, include_usage=include_usage),
+        chunk_delay_seconds=step.chunk_delay_seconds if step else 0.0,
+        fail_after_chunks=step.fail_after_chunks if step else None,
+        fail_with=step.fail_with if step else "error",
+    )
+    return StreamingResponse(stream, media_type="text/event-stream", headers=step.headers if step else None)
+
+
 def create_app(latency_seconds: float = 0.0) -> FastAPI:
     app = FastAPI(title="taskyard development model server (not a real LLM)")
     scripts = Scripts()
@@ -87,15 +101,13 @@ def create_app(latency_seconds: float = 0.0) -> FastAPI:
         }
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> JSONResponse:
+    async def chat_completions(request: Request) -> Response:
         try:
             body = await request.json()
         except ValueError:
             return _error(400, "body is not JSON")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "'messages' is required")
-        if body.get("stream"):
-            return _error(400, "streaming is not supported by the development model server")
         model = str(body.get("model") or DEFAULT_MODEL)
         scripts.requests[model].append(body)
         number = next(counter)
@@ -113,10 +125,10 @@ def create_app(latency_seconds: float = 0.0) -> FastAPI:
         else:
             message = reply(body)
         log.info("reply %d for model %s %s", number, model, MARK)
-        return JSONResponse(
-            _completion(model, number, message, count_tokens(body["messages"])),
-            headers=step.headers if step else None,
-        )
+        completion = _completion(model, number, message, count_tokens(body["messages"]))
+        if body.get("stream"):
+            return _streamed(completion, body, step)
+        return JSONResponse(completion, headers=step.headers if step else None)
 
     @app.post("/_control/scripts/{model}", status_code=204)
     async def add_script(model: str, script: Script) -> None:
@@ -146,6 +158,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s devllm: %(message)s")
     log.warning("this is the taskyard development model server: replies are deterministic, not a real LLM")
+    # A scripted disconnect is how a stream is dropped on purpose: not worth uvicorn's traceback.
+    logging.getLogger("uvicorn.error").addFilter(
+        lambda record: not (record.exc_info and isinstance(record.exc_info[1], streaming.ScriptedDisconnect))
+    )
     uvicorn.run(
         create_app(args.latency_seconds),
         host=args.host,

@@ -6,7 +6,7 @@ Each test uses its own model name, so tests sharing one server never consume eac
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,16 +21,23 @@ class ToolCall(BaseModel):
 
 
 class Step(BaseModel):
-    """One scripted answer. ``status`` other than 200 answers an OpenAI-style error body."""
+    """One scripted answer. ``status`` other than 200 answers an OpenAI-style error body (a streamed request
+    too: before its stream starts)."""
 
     model_config = ConfigDict(extra="forbid")
 
     status: int = Field(default=200, ge=200, le=599)
+    # Before the answer (a streamed one: before its first chunk).
     delay_seconds: float = Field(default=0.0, ge=0, le=600)
     headers: dict[str, str] = Field(default_factory=dict)
     content: str | None = None
     tool_calls: list[ToolCall] | None = None
     error_message: str = "scripted error"
+    # Streamed requests only: the wait between two chunks, and a stream broken off after this many chunks,
+    # with an error event (as OpenAI reports a failure mid-stream) or a dropped connection.
+    chunk_delay_seconds: float = Field(default=0.0, ge=0, le=60)
+    fail_after_chunks: int | None = Field(default=None, ge=0)
+    fail_with: Literal["error", "disconnect"] = "error"
 
 
 class Script(BaseModel):

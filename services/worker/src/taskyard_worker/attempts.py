@@ -31,6 +31,7 @@ from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight
 from taskyard_worker.outcomes import OutcomeRecorder
 from taskyard_worker.runtime import AgentResult, HandBackAfterStep, RunTrace
+from taskyard_worker.tokens import TokenStream
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class AttemptRunner:
         await self._outcomes.retry(flight, exc, usage, record, summary)
 
     async def _attempt(self, flight: Flight, record: TaskRecord, trace: RunTrace) -> AgentResult:
-        """Load the checkpoints, then run the agent from them."""
+        """Load the checkpoints, then run the agent from them (streaming its text, if the specialist says so)."""
         ctx = self._ctx
         steps: list[Step] = []
         recorded_bytes = record.checkpoint_bytes
@@ -143,14 +144,24 @@ class AttemptRunner:
                 recorded_bytes=recorded_bytes,
                 max_bytes=ctx.settings.checkpoint_max_bytes,
             )
-        return await ctx.agent.run(
-            flight.message.input,
-            trace,
-            timeout_seconds=flight.message.timeout_seconds,
-            steps=steps,
-            checkpoint=checkpoint,
-            stop_after_step=flight.stop_after_step,
-        )
+        tokens = None
+        if ctx.spec.stream:
+            tokens = TokenStream(
+                ctx.store, flight.task_id, ctx.owner, flush_seconds=ctx.settings.token_flush_seconds
+            )
+        try:
+            return await ctx.agent.run(
+                flight.message.input,
+                trace,
+                timeout_seconds=flight.message.timeout_seconds,
+                steps=steps,
+                checkpoint=checkpoint,
+                stop_after_step=flight.stop_after_step,
+                tokens=tokens,
+            )
+        finally:
+            if tokens is not None:
+                tokens.close()
 
     async def _note_resume(self, flight: Flight, record: TaskRecord, trace: RunTrace) -> None:
         """A resumed attempt says so in the task's history (best effort: the outcome matters more)."""

@@ -1,9 +1,9 @@
 """One chat completion of the agent loop: the call, its errors mapped onto the taxonomy, and the retries
 inside the step.
 
-A provider blip (5xx, a timeout, a refused connection) is tried again here, with exponential backoff and
-jitter, ``llm_retries`` times (the specialist's setting) before the attempt fails: one bad answer must not
-cost a whole attempt and, without checkpoints, every step before it. A 429 is not retried here: the task is
+A provider blip (5xx, a timeout, a refused connection, a stream broken off) is tried again here, with
+exponential backoff and jitter, ``llm_retries`` times (the specialist's setting) before the attempt fails:
+one bad answer must not cost a whole attempt and, without checkpoints, every step before it. A 429 is not retried here: the task is
 deferred uncharged through the delay queues (the provider asked for a wait, maybe a long one).
 """
 
@@ -25,6 +25,8 @@ from taskyard_common.errors import PermanentError, TransientError
 from taskyard_common.llm import ClientPool, classify
 from taskyard_common.retry import backoff_seconds
 from taskyard_common.task_errors import TaskErrorType
+from taskyard_worker.streaming import StreamBroken, stream_completion
+from taskyard_worker.tokens import TokenStream
 
 _COMPLETIONS_PATH = "/chat/completions"
 # Backoff between the tries of one step: 0.5 s, 1 s, 2 s, ... never more than this (the chart's grace
@@ -136,28 +138,47 @@ class LlmCaller:
         self._clients = clients
         self.model = model
 
-    async def complete(self, body: dict[str, Any]) -> ChatCompletion:
-        """One completion, tried up to ``llm_retries`` more times on an ``LlmUnavailable``."""
+    async def complete(self, body: dict[str, Any], tokens: TokenStream | None = None) -> ChatCompletion:
+        """One completion, tried up to ``llm_retries`` more times on an ``LlmUnavailable``; streamed when
+        the specialist says ``stream``, its text to ``tokens`` (all of it sent before this returns)."""
+        if tokens is None or not self._spec.stream:
+            return await self._tries(body, None)
+        try:
+            response = await self._tries(body, tokens)
+        except Exception:
+            tokens.restart()  # the step's text so far is void: the next attempt tries the step again
+            await tokens.finish()
+            raise
+        await tokens.finish()
+        return response
+
+    async def _tries(self, body: dict[str, Any], tokens: TokenStream | None) -> ChatCompletion:
         retried = 0
         while True:
             try:
-                return await self._once(body)
+                return await self._once(body, tokens)
             except LlmUnavailable as exc:
                 if retried >= self._spec.llm_retries:
                     raise
                 retried += 1
                 metrics.LLM_STEP_RETRIES.labels(self._spec.name, exc.reason).inc()
+                if tokens is not None:
+                    tokens.restart()  # a client may have seen some of the failed try's text
                 await asyncio.sleep(
                     backoff_seconds(retried, STEP_BACKOFF_BASE_SECONDS, STEP_BACKOFF_MAX_SECONDS)
                 )
 
-    async def _once(self, body: dict[str, Any]) -> ChatCompletion:
+    async def _once(self, body: dict[str, Any], tokens: TokenStream | None) -> ChatCompletion:
         try:
             with metrics.track_llm_request(self.model), self._clients.client() as client:
+                if self._spec.stream:
+                    return await stream_completion(client, _COMPLETIONS_PATH, body, tokens)
                 # The SDK's generic ``post`` (its documented way to call any endpoint) rather than
                 # ``chat.completions.create``: the body is already in wire form (plain dicts, our own tool
                 # schemas), and ``create`` would walk every parameter against its type hints to transform
                 # it. Errors, auth and parsing stay the SDK's.
                 return await client.post(_COMPLETIONS_PATH, body=body, cast_to=ChatCompletion)
+        except StreamBroken as exc:
+            raise LlmUnavailable(str(exc), exc.reason) from exc
         except openai.OpenAIError as exc:
             raise map_error(exc) from exc

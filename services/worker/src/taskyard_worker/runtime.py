@@ -3,7 +3,8 @@
 A *step* is one LLM call and the tool calls it asks for. With a checkpoint, every reply and every tool result
 is recorded as it completes, and a new attempt continues from them (``conversation.resume``) instead of
 starting over: an interruption costs at most the step in progress. A stop asked for between steps (a worker
-shutting down) ends the run with ``HandBackAfterStep`` once the current step is done and recorded.
+shutting down) ends the run with ``HandBackAfterStep`` once the current step is done and recorded. A specialist
+with ``stream: true`` has each call streamed (``streaming``), its text going out as ``token`` events (``tokens``).
 
 One ``Agent`` per process (it holds the shared LLM clients and tools); each attempt gets a fresh ``RunTrace``,
 which the caller reads even when the run fails, so the tokens a failed attempt used are still recorded.
@@ -29,6 +30,7 @@ from taskyard_common.messages import TaskInput, Usage
 from taskyard_common.store import Step
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
 from taskyard_worker.llm_calls import AttemptTimeout, LlmCaller, MaxStepsExceeded
+from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -143,8 +145,10 @@ class Agent:
         steps: Sequence[Step] = (),
         checkpoint: Checkpoint | None = None,
         stop_after_step: asyncio.Event | None = None,
+        tokens: TokenStream | None = None,
     ) -> AgentResult:
-        """Run one attempt, continuing after the recorded ``steps``. Raises ``AgentError`` (fail the task),
+        """Run one attempt, continuing after the recorded ``steps`` (a streaming specialist's text to
+        ``tokens``). Raises ``AgentError`` (fail the task),
         ``HandBackAfterStep`` (stopped between steps) or ``TransientError`` (try again later; ``AttemptTimeout``
         when the attempt ran out of time)."""
         trace = trace if trace is not None else RunTrace()
@@ -159,7 +163,7 @@ class Agent:
             return AgentResult(state.final_answer, trace.steps, list(trace.tool_calls), trace.usage)
         try:
             async with asyncio.timeout(limit) as deadline:
-                return await self._loop(state, trace, checkpoint, stop_after_step)
+                return await self._loop(state, trace, checkpoint, stop_after_step, tokens)
         except TimeoutError:
             if deadline.expired():
                 raise AttemptTimeout(f"the attempt did not finish within {limit:g} s") from None
@@ -171,6 +175,7 @@ class Agent:
         trace: RunTrace,
         checkpoint: Checkpoint | None,
         stop: asyncio.Event | None,
+        tokens: TokenStream | None,
     ) -> AgentResult:
         messages = state.messages
         if state.pending_calls:
@@ -181,8 +186,10 @@ class Agent:
             body: dict[str, Any] = {"model": self.model, "messages": messages}
             if self._tool_schemas:
                 body["tools"] = self._tool_schemas
+            if tokens is not None:
+                tokens.begin(trace.steps + 1)
             called = time.perf_counter()
-            response = await self._llm.complete(body)
+            response = await self._llm.complete(body, tokens)
             latency_ms = round((time.perf_counter() - called) * 1000, 1)
             trace.steps += 1
             used = _usage(response)

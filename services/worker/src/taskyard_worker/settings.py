@@ -51,6 +51,9 @@ class WorkerSettings(BaseSettings):
     # How long a finished run keeps trying to record its answer while the store is away, before the attempt
     # is deferred (uncharged) and its checkpointed answer completed by the next one.
     complete_retry_seconds: float = Field(default=60.0, ge=0)
+    # A streaming specialist's text goes to the task's event log at most this often (one append per task
+    # per interval, plus one when a reply ends); 0: as it comes, one append per turn of the event loop.
+    token_flush_seconds: float = Field(default=0.25, ge=0)
     # Move redelivered messages (a crash returned them) to the quarantine queue to run them one at a time.
     quarantine: bool = True
     # Job mode (a KEDA ScaledJob): stop gracefully and exit 0 once nothing was in flight and nothing was
