@@ -68,6 +68,7 @@ def test_each_switch_allows_its_own_kind_only():
         ("0x7f.1", "127.0.0.1"),  # hex and a short form
         ("10.1", "10.0.0.1"),
         ("0177.0.0.1", "127.0.0.1"),  # octal
+        ("127.0.0.1.", "127.0.0.1"),  # the DNS root's trailing dot
     ],
 )
 def test_literal_addresses_in_every_spelling_resolvers_accept(host, address):

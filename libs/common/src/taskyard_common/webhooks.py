@@ -107,6 +107,8 @@ _LEGACY_IPV4 = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}$"
 def literal_address(host: str) -> IPAddress | None:
     """The address ``host`` (a URL's host, brackets allowed) spells out, or None for a host name."""
     bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    # A trailing dot (the DNS root) does not stop a resolver from reading an address.
+    bare = bare.removesuffix(".")
     try:
         return ipaddress.ip_address(bare)
     except ValueError:
