@@ -145,6 +145,8 @@ async def test_deliveries_are_listed_with_their_attempts_and_redelivered_with_th
     assert redelivered["redelivered_at"] and redelivered["next_attempt_at"]
     assert redelivered["attempt_history"] == failed["attempt_history"], "its history stays"
     assert_problem(await client.post(f"{path}/msg_nothing_1/redeliver"), 404, "not-found")
+    for malformed in ("msg%00x", "a%20b", "x" * 201):
+        assert_problem(await client.post(f"{path}/{malformed}/redeliver"), 404, "not-found")
     assert_problem(await client.get(f"/v1/tasks/{uuid.uuid4()}/webhook-deliveries"), 404, "not-found")
     assert_problem(await client.get("/v1/tasks/not-a-uuid/webhook-deliveries"), 404, "not-found")
 

@@ -7,6 +7,7 @@ outbox it drains. A task of another tenant is not found, as everywhere.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Path
@@ -23,7 +24,10 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/tasks", tags=["webhooks"], responses=problem_responses(401))
 
-DeliveryIdPath = Annotated[str, Path(max_length=200, description="The delivery's id (its webhook-id)")]
+DeliveryIdPath = Annotated[str, Path(description="The delivery's id (its webhook-id)")]
+# Ids are msg_<hex>_<number>; anything else names no delivery (and NUL would not even reach the database).
+_DELIVERY_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
+NO_DELIVERY = "This task has no webhook delivery with this id."
 
 
 async def _owned_task(resources: Resources, task_id: str, principal: Principal) -> TaskRecord:
@@ -70,8 +74,10 @@ async def redeliver_webhook(
     """Whatever its status (delivered, failed, still pending), the delivery is sent again as soon as a
     dispatcher is free, with the same ``webhook-id``, and retried for a new window if it fails."""
     record = await _owned_task(resources, task_id, principal)
+    if not _DELIVERY_ID.fullmatch(delivery_id):
+        raise ProblemException(NOT_FOUND(NO_DELIVERY))
     delivery = await resources.deliveries.redeliver(record.id, delivery_id)
     if delivery is None:
-        raise ProblemException(NOT_FOUND("This task has no webhook delivery with this id."))
+        raise ProblemException(NOT_FOUND(NO_DELIVERY))
     log.info("webhook delivery %s of task %s asked for again", delivery.id, record.id)
     return delivery
