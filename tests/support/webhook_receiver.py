@@ -12,6 +12,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import ssl
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -83,10 +84,11 @@ class Receiver:
 
 
 @asynccontextmanager
-async def webhook_receiver(*statuses: int) -> AsyncIterator[Receiver]:
-    """A running receiver answering ``statuses`` in turn, then 200."""
+async def webhook_receiver(*statuses: int, tls: ssl.SSLContext | None = None) -> AsyncIterator[Receiver]:
+    """A running receiver answering ``statuses`` in turn, then 200; over TLS with ``tls`` (a server
+    context)."""
     receiver = Receiver(statuses=list(statuses))
-    server = await asyncio.start_server(receiver._handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(receiver._handle, "127.0.0.1", 0, ssl=tls)
     receiver.port = server.sockets[0].getsockname()[1]
     try:
         yield receiver

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import ssl
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -15,7 +17,7 @@ from prometheus_client import REGISTRY
 
 from taskyard_broker_agent.webhooks.dispatcher import Dispatcher
 from taskyard_broker_agent.webhooks.outbox import Outbox
-from taskyard_broker_agent.webhooks.sender import Resolver
+from taskyard_broker_agent.webhooks.sender import Resolver, Sender
 from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, PostgresTaskStore
 from taskyard_common.store.webhook_secrets import WebhookSecretStore
@@ -242,3 +244,39 @@ async def test_a_delivery_cut_short_by_a_stopped_dispatcher_is_sent_again_with_t
 
 async def _received(requests: list[Received], count: int) -> bool:
     return len(requests) >= count
+
+
+@pytest.fixture
+def certificate(tmp_path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(server context, client context) for a self-signed certificate of ``receiver.test`` only."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=receiver.test",
+         "-addext", "subjectAltName=DNS:receiver.test", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    return server, ssl.create_default_context(cafile=str(cert))
+
+
+async def test_https_to_the_checked_address_verifies_the_certificate_against_the_host_name(certificate):
+    """Connecting to the address (not the name) keeps TLS honest: the server name sent (SNI) and checked
+    against the certificate is the URL's host."""
+    server_tls, client_tls = certificate
+    names = resolving({"receiver.test": ["127.0.0.1"], "impostor.test": ["127.0.0.1"]})
+    sender = Sender(FAST, resolver=names, verify=client_tls)
+    try:
+        async with webhook_receiver(tls=server_tls) as receiver:
+            sent = await sender.post(
+                f"https://receiver.test:{receiver.port}/hooks", b"{}", {"webhook-id": "msg_t"}
+            )
+            assert sent.ok, sent.error
+            wrong = await sender.post(
+                f"https://impostor.test:{receiver.port}/hooks", b"{}", {"webhook-id": "msg_u"}
+            )
+        assert not wrong.ok and wrong.error is not None and "certificate" in wrong.error.lower()
+        (request,) = receiver.requests
+        assert request.headers["host"] == f"receiver.test:{receiver.port}"
+    finally:
+        await sender.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -64,10 +65,14 @@ class Attempt:
 
 
 class Sender:
-    def __init__(self, settings: WebhookSettings, *, resolver: Resolver = resolve) -> None:
+    def __init__(
+        self, settings: WebhookSettings, *, resolver: Resolver = resolve, verify: ssl.SSLContext | None = None
+    ) -> None:
+        """``verify``: the TLS context that checks receivers' certificates (default: the system's CAs)."""
         self._settings = settings
         self._resolve = resolver
         self._client = httpx.AsyncClient(
+            verify=verify if verify is not None else True,
             timeout=httpx.Timeout(settings.timeout_seconds),
             limits=httpx.Limits(max_keepalive_connections=0),
             follow_redirects=False,
