@@ -90,6 +90,8 @@ async def test_up_supervises_every_service(
     output = log_path.read_text(errors="replace")
     assert code == 0, output[-3000:]
     assert "stopped" in output
+    # The banner names the default tenant's webhook secret and shows a submission with a webhook.
+    assert "tenant default signs with whsec_" in output and '"webhook": {"url": "http://127.0.0.1:' in output
     for port in [api_port, *health_ports]:
         assert _pid_listening_on(port, required=False) is None, f"something still listens on {port}"
 

@@ -27,6 +27,7 @@ from taskyard_common.messages import (
 from taskyard_common.settings import AmqpSettings, CatalogSettings, DbSettings, LogSettings
 from taskyard_common.store import NewTask, StartOutcome, TaskRecord, TaskStore
 from taskyard_common.topology import Topology
+from taskyard_common.webhooks import WebhookSettings
 from tests.support.polling import eventually
 
 BASE_URL = "http://taskyard.test"
@@ -56,7 +57,11 @@ def make_settings(amqp_settings: AmqpSettings, db_settings: DbSettings, catalog_
     """ServiceSettings for this test's queues and schema; keyword arguments override ``ApiSettings``."""
 
     def make(
-        *, amqp: AmqpSettings | None = None, db: DbSettings | None = None, **api: Any
+        *,
+        amqp: AmqpSettings | None = None,
+        db: DbSettings | None = None,
+        webhook: WebhookSettings | None = None,
+        **api: Any,
     ) -> ServiceSettings:
         # A slow sweeper unless a test wants one: it must not interfere with what others count.
         api = {
@@ -71,6 +76,8 @@ def make_settings(amqp_settings: AmqpSettings, db_settings: DbSettings, catalog_
             catalog=CatalogSettings(path=catalog_path),
             log=LogSettings(),
             api=ApiSettings(**api),
+            # The defaults, whatever the environment says: private and loopback addresses refused.
+            webhook=webhook or WebhookSettings(allow_private=False, allow_loopback=False),
         )
 
     return make

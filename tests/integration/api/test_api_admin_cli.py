@@ -1,4 +1,5 @@
-"""``taskyard-admin keys``: create, list and revoke API keys from the command line, as an operator would."""
+"""``taskyard-admin``: create, list and revoke API keys, and show or rotate a tenant's webhook secret, from
+the command line, as an operator would."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import subprocess
 import httpx
 
 from taskyard_common.settings import DbSettings
+from taskyard_common.store import PostgresTaskStore
+from taskyard_common.store.webhook_secrets import WebhookSecretStore, signing_key
 from taskyard_devkit.process import BIN
 from tests.integration.api.conftest import MakeSettings, assert_problem, serve
 
@@ -72,3 +75,20 @@ async def test_keys_are_created_listed_and_revoked_from_the_cli(
     listed = admin("keys", "list", "--tenant", "acme", db=db_settings)
     row = next(line for line in listed.stdout.splitlines() if line.startswith(key_id))
     assert row.split("\t")[4] != "-"  # revoked_at
+
+
+async def test_the_admin_cli_prints_a_tenants_secret_and_rotates_it(
+    db_settings: DbSettings, store: PostgresTaskStore
+):
+    shown = admin("webhooks", "secret", "--tenant", "acme", db=db_settings)
+    assert shown.returncode == 0, shown.stderr
+    secret = shown.stdout.strip()
+    assert secret.startswith("whsec_") and len(signing_key(secret)) == 32
+    assert admin("webhooks", "secret", "--tenant", "acme", db=db_settings).stdout.strip() == secret, "stable"
+    assert await WebhookSecretStore(store.pool).secret("acme") == secret, "the one the dispatcher signs with"
+    rotated = admin("webhooks", "secret", "--tenant", "acme", "--rotate", db=db_settings)
+    assert rotated.returncode == 0 and rotated.stdout.strip() not in ("", secret)
+    assert await WebhookSecretStore(store.pool).secret("acme") == rotated.stdout.strip()
+    default = admin("webhooks", "secret", db=db_settings).stdout.strip()
+    assert default.startswith("whsec_") and default not in (secret, rotated.stdout.strip()), "per tenant"
+    assert admin("webhooks", "secret", "--tenant", "Not A Tenant", db=db_settings).returncode == 2

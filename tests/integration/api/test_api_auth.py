@@ -49,6 +49,8 @@ V1_ROUTES = [
     ("GET", "/v1/tasks/00000000-0000-0000-0000-000000000000"),
     ("GET", "/v1/tasks/00000000-0000-0000-0000-000000000000/result"),
     ("POST", "/v1/tasks/00000000-0000-0000-0000-000000000000/cancel"),
+    ("GET", "/v1/tasks/00000000-0000-0000-0000-000000000000/webhook-deliveries"),
+    ("POST", "/v1/tasks/00000000-0000-0000-0000-000000000000/webhook-deliveries/msg_x_1/redeliver"),
     ("GET", "/v1/dead-letters"),
     ("GET", "/v1/dead-letters/00000000-0000-0000-0000-000000000000"),
     ("POST", "/v1/dead-letters/00000000-0000-0000-0000-000000000000/replay"),

@@ -40,6 +40,7 @@ from taskyard_common.settings import (
 )
 from taskyard_common.store import NewTask, PostgresTaskStore
 from taskyard_common.topology import INTAKE_ROUTING_KEY
+from taskyard_common.webhooks import WebhookSettings
 from tests.support.bus import Bus as SharedBus
 from tests.support.polling import eventually
 from tests.support.tcp_proxy import TcpProxy
@@ -55,6 +56,7 @@ def make_settings(
         llm: LlmSettings = NO_LLM,
         amqp: AmqpSettings | None = None,
         db: DbSettings | None = None,
+        webhook: WebhookSettings | None = None,
         **broker: Any,
     ) -> ServiceSettings:
         return ServiceSettings(
@@ -65,6 +67,7 @@ def make_settings(
             health=HealthSettings(port=0),
             log=LogSettings(),
             broker=BrokerAgentSettings(**{"shutdown_grace_seconds": 5, **broker}),
+            webhook=webhook or WebhookSettings(),
         )
 
     return make

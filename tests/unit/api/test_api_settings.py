@@ -3,6 +3,7 @@ from pydantic import ValidationError
 
 from taskyard_api.settings import ApiSettings, ServiceSettings, get_settings
 from taskyard_common.settings import AmqpSettings, CatalogSettings, DbSettings, LogSettings
+from taskyard_common.webhooks import WebhookSettings
 
 
 def test_api_settings_read_their_prefix(monkeypatch: pytest.MonkeyPatch):
@@ -26,7 +27,12 @@ def test_get_settings_builds_once(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_sweeper_grace_must_outlive_a_publish():
-    parts = {"db": DbSettings(), "catalog": CatalogSettings(), "log": LogSettings()}
+    parts = {
+        "db": DbSettings(),
+        "catalog": CatalogSettings(),
+        "log": LogSettings(),
+        "webhook": WebhookSettings(),
+    }
     with pytest.raises(ValidationError, match="SWEEPER_GRACE"):
         ServiceSettings(
             amqp=AmqpSettings(publish_timeout_seconds=5), api=ApiSettings(sweeper_grace_seconds=5), **parts

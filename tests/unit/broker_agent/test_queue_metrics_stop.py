@@ -21,6 +21,7 @@ from taskyard_common.settings import (
     LogSettings,
 )
 from taskyard_common.topology import Topology
+from taskyard_common.webhooks import WebhookSettings
 
 
 def offline_context(catalog: Catalog) -> AgentContext:
@@ -33,6 +34,7 @@ def offline_context(catalog: Catalog) -> AgentContext:
         health=HealthSettings(),
         log=LogSettings(),
         broker=BrokerAgentSettings(),
+        webhook=WebhookSettings(),
     )
     return AgentContext(
         settings=settings,

@@ -11,6 +11,7 @@ from taskyard_common.settings import (
     LlmSettings,
     LogSettings,
 )
+from taskyard_common.webhooks import WebhookSettings
 
 
 def service(llm: LlmSettings, broker: BrokerAgentSettings) -> ServiceSettings:
@@ -22,6 +23,7 @@ def service(llm: LlmSettings, broker: BrokerAgentSettings) -> ServiceSettings:
         health=HealthSettings(),
         log=LogSettings(),
         broker=broker,
+        webhook=WebhookSettings(),
     )
 
 

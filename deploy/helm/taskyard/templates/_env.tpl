@@ -61,6 +61,18 @@
   value: {{ .Values.config.logJson | quote }}
 {{- end }}
 
+{{/* The webhook settings: the API checks a submission's URL with them, the broker agent delivers with them. */}}
+{{- define "taskyard.webhookEnv" -}}
+- name: TASKYARD_WEBHOOK_ALLOW_PRIVATE
+  value: {{ .Values.webhooks.allowPrivate | quote }}
+- name: TASKYARD_WEBHOOK_ALLOW_LOOPBACK
+  value: {{ .Values.webhooks.allowLoopback | quote }}
+- name: TASKYARD_WEBHOOK_TIMEOUT_SECONDS
+  value: {{ include "taskyard.env.string" .Values.webhooks.timeoutSeconds | quote }}
+- name: TASKYARD_WEBHOOK_RETRY_HOURS
+  value: {{ include "taskyard.env.string" .Values.webhooks.retryHours | quote }}
+{{- end }}
+
 {{- define "taskyard.catalogEnv" -}}
 - name: TASKYARD_CATALOG_PATH
   value: {{ printf "%s/specialists.yaml" .Values.config.catalogMountPath | quote }}

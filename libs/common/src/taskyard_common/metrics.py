@@ -149,6 +149,17 @@ TASK_EVENTS = Counter(
     "taskyard_task_events_total",
     "Events this process appended to task event logs (transitions, LLM and tool calls, streamed tokens)",
 )
+# Webhooks: the broker agent's dispatcher counts every attempt and samples the outbox.
+WEBHOOK_DELIVERIES = Counter(
+    "taskyard_webhook_deliveries_total",
+    "Webhook delivery attempts by outcome (delivered; failed_attempt: retried later; refused: the address "
+    "is not allowed, retried later; gave_up: the last attempt failed and the retry window is over)",
+    ["outcome"],
+)
+WEBHOOK_OUTBOX_OLDEST_AGE = Gauge(
+    "taskyard_webhook_outbox_oldest_age_seconds",
+    "Age of the oldest webhook delivery still pending (since it was created or redelivered); 0: none",
+)
 
 ROUTING_METHODS = ("llm", "rules", "explicit")
 ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard")
@@ -159,6 +170,7 @@ UNKNOWN_SPECIALIST = "unknown"
 # Normalised x-death reasons (RabbitMQ 3.10 to 4.x), plus "unknown" for anything else.
 DEAD_LETTER_REASONS = ("delivery_limit", "rejected", "expired", "maxlen", "unknown")
 LEASE_OUTCOMES = ("requeued", "dead_lettered")
+WEBHOOK_OUTCOMES = ("delivered", "failed_attempt", "refused", "gave_up")
 
 LLM_OUTCOMES = ("ok", "rate_limited", "server_error", "client_error", "timeout", "connection_error", "error")
 
@@ -205,6 +217,8 @@ def init_broker_labels(specialists: Iterable[str]) -> None:
         DEAD_LETTERS.labels(reason)
     for outcome in LEASE_OUTCOMES:
         LEASES_RECLAIMED.labels(outcome)
+    for outcome in WEBHOOK_OUTCOMES:
+        WEBHOOK_DELIVERIES.labels(outcome)
 
 
 def count_dead_lettered(specialist: str | None, known: Collection[str]) -> None:

@@ -19,7 +19,7 @@ from taskyard_api.http.openapi import install_openapi
 from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan
-from taskyard_api.routes import dead_letters, health, specialists, tasks
+from taskyard_api.routes import dead_letters, health, specialists, tasks, webhooks
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
@@ -32,7 +32,9 @@ A task is accepted with **202** once it is stored and queued; poll `GET /v1/task
 is `completed` or `failed`. Every error is an RFC 9457 problem document (`application/problem+json`).
 A **503** on submission means the task was *not* stored: retry after `Retry-After` seconds.
 
-`POST /v1/tasks/{task_id}/cancel` stops a task; the `dead-letters` routes let an operator replay or discard
+A task submitted with a `webhook` has its terminal status POSTed there, signed (Standard Webhooks);
+`GET /v1/tasks/{task_id}/webhook-deliveries` lists what was sent. `POST /v1/tasks/{task_id}/cancel` stops a
+task; the `dead-letters` routes let an operator replay or discard
 the tasks whose message the broker gave up on (admin only).
 
 Every `/v1` route needs an API key (`Authorization: Bearer tyk_<id>_<secret>`, made with `taskyard-admin`):
@@ -43,6 +45,7 @@ accept an `Idempotency-Key` header, so a retry never creates a second task.
 
 TAGS = [
     {"name": "tasks", "description": "Submit tasks, follow them, cancel them"},
+    {"name": "webhooks", "description": "A task's webhook deliveries: their attempts, and sending one again"},
     {
         "name": "dead-letters",
         "description": "Replay or discard dead-lettered tasks (admin only)",
@@ -81,6 +84,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         exception_handlers=exception_handlers(settings.retry_after_seconds),
     )
     app.include_router(tasks.router)
+    app.include_router(webhooks.router)
     app.include_router(dead_letters.router)
     app.include_router(specialists.router)
     app.include_router(health.router)

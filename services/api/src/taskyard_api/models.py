@@ -19,6 +19,7 @@ from pydantic import (
     field_validator,
 )
 
+from taskyard_api.webhooks.documents import WebhookRequest
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingMethod, TaskInput, Usage, utcnow
 from taskyard_common.store.records import TaskRecord
@@ -110,6 +111,10 @@ class TaskSubmission(BaseModel):
     deadline: Annotated[AwareDatetime, BeforeValidator(_rfc3339)] | None = Field(
         default=None,
         description="RFC 3339 date-time with an offset; a task not started by then fails as expired",
+    )
+    webhook: WebhookRequest | None = Field(
+        default=None,
+        description="Announce the task's terminal status to this URL (see the webhook-deliveries routes)",
     )
 
     @field_validator("deadline")
@@ -205,6 +210,9 @@ class TaskDocument(BaseModel):
         "(e.g. {attempt, error, delay_seconds, charged, at})"
     )
     dead_letter: DeadLetterInfo | None = Field(description="Set when dead_lettered")
+    webhook: WebhookRequest | None = Field(
+        default=None, description="Where its terminal status is announced, as submitted (null: nowhere)"
+    )
     links: TaskLinks
 
     @classmethod
@@ -232,6 +240,7 @@ class TaskDocument(BaseModel):
             cancel_requested_at=record.cancel_requested_at,
             attempt_history=record.attempt_log,
             dead_letter=_dead_letter_info(record),
+            webhook=_webhook_info(record),
             links=TaskLinks.model_validate({"self": path, "result": f"{path}/result"}),
         )
 
@@ -245,6 +254,18 @@ def _dead_letter_info(record: TaskRecord) -> DeadLetterInfo | None:
     except ValidationError:
         # Written by another component; a malformed summary must not make the task unreadable.
         return DeadLetterInfo(reason=str(record.dead_letter.get("reason", "unknown")), queue="unknown")
+
+
+def _webhook_info(record: TaskRecord) -> WebhookRequest | None:
+    if record.webhook is None:
+        return None
+    try:
+        return WebhookRequest.model_validate(record.webhook)
+    except ValidationError:
+        # Stored before today's rules, or by another component: shown as stored, never unreadable.
+        return WebhookRequest.model_construct(
+            url=str(record.webhook.get("url", "")), events=list(record.webhook.get("events", []))
+        )
 
 
 class TaskResult(BaseModel):

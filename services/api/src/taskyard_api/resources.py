@@ -17,6 +17,7 @@ from taskyard_api.submission.published import PublishedMarker
 from taskyard_api.submission.sweeper import Sweeper
 from taskyard_api.submission.token_batches import BatchedBuckets
 from taskyard_api.tenancy.key_cache import CachedKeys
+from taskyard_api.webhooks.deliveries import WebhookDeliveries
 from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
@@ -38,6 +39,8 @@ class Resources:
     published: PublishedMarker
     # Stores concurrent submissions together.
     inserts: TaskInserter
+    # The webhook outbox, on the task store's pool.
+    deliveries: WebhookDeliveries
 
     @classmethod
     @asynccontextmanager
@@ -87,4 +90,5 @@ class Resources:
                 limits=BatchedBuckets(RateLimitStore(store.pool)),
                 published=published,
                 inserts=inserts,
+                deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
             )

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from taskyard_common.settings import AmqpSettings, CatalogSettings, DbSettings, LogSettings
+from taskyard_common.webhooks import WebhookSettings
 
 # The hard upper bound of a page, also published in the OpenAPI document (``limit <= 200``).
 PAGE_SIZE_CEILING = 200
@@ -74,6 +75,8 @@ class ServiceSettings(BaseModel):
     catalog: CatalogSettings
     log: LogSettings
     api: ApiSettings
+    # The address rules of a submission's webhook URL (TASKYARD_WEBHOOK_*, shared with the dispatcher).
+    webhook: WebhookSettings
 
     @model_validator(mode="after")
     def _grace_outlives_a_publish(self) -> ServiceSettings:
@@ -99,4 +102,5 @@ def get_settings() -> ServiceSettings:
         catalog=CatalogSettings(),
         log=LogSettings(),
         api=ApiSettings(),
+        webhook=WebhookSettings(),
     )

@@ -1,5 +1,5 @@
-"""The broker agent: the intake and dead-letter consumers, the lease reaper and the queue sampler, on the
-resources of one process; a graceful stop."""
+"""The broker agent: the intake and dead-letter consumers, the lease reaper, the queue sampler and the
+webhook dispatcher, on the resources of one process; a graceful stop."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from taskyard_broker_agent.queue_metrics import QueueMetrics
 from taskyard_broker_agent.reaper import Reaper
 from taskyard_broker_agent.resources import Resources
 from taskyard_broker_agent.settings import ServiceSettings
+from taskyard_broker_agent.webhooks.dispatcher import Dispatcher
 from taskyard_common import metrics
 from taskyard_common.amqp import consume
 from taskyard_common.messages import IntakeMessage
@@ -27,13 +28,14 @@ log = logging.getLogger(__name__)
 
 
 class BrokerAgent:
-    """Consumes the intake and dead-letter queues and reaps expired leases until stopped.
+    """Consumes the intake and dead-letter queues, reaps expired leases and delivers webhooks until stopped.
     ``async with BrokerAgent(settings):`` runs it in-process."""
 
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         self.resources: Resources | None = None
         self.reaper: Reaper | None = None
+        self.webhooks: Dispatcher | None = None
         self._queue_metrics: QueueMetrics | None = None
         self._intake_inflight = InFlight("intake message")
         self._dead_letter_inflight = InFlight("dead letter")
@@ -79,6 +81,8 @@ class BrokerAgent:
         self.reaper.start()
         self._queue_metrics = QueueMetrics(context, resources.connection)
         self._queue_metrics.start()
+        self.webhooks = Dispatcher(resources.outbox, resources.webhook_secrets, self.settings.webhook)
+        self.webhooks.start()
         tag = await resources.dead_letter_queue.consume(
             self._dead_letter_inflight.track(dead_letters.on_message)
         )
@@ -87,10 +91,12 @@ class BrokerAgent:
         self._consumers.append((resources.intake_queue, tag))
 
     async def ready(self) -> bool:
-        """What ``/readyz`` answers: the reaper's loop running, the broker channels open, the database
-        answering."""
-        resources, reaper = self.resources, self.reaper
+        """What ``/readyz`` answers: the reaper's and the dispatcher's loops running, the broker channels
+        open, the database answering."""
+        resources, reaper, webhooks = self.resources, self.reaper, self.webhooks
         if resources is None or reaper is None or not reaper.running:
+            return False
+        if webhooks is None or not webhooks.running:
             return False
         return await resources.reachable()
 
@@ -117,10 +123,12 @@ class BrokerAgent:
             with contextlib.suppress(RuntimeError, aiormq.exceptions.AMQPError):
                 await queue.cancel(tag)
         reaper, self.reaper = self.reaper, None
+        webhooks, self.webhooks = self.webhooks, None
         await asyncio.gather(
             self._intake_inflight.drain(grace_seconds),
             self._dead_letter_inflight.drain(grace_seconds),
             reaper.stop(grace_seconds) if reaper is not None else asyncio.sleep(0),
+            webhooks.stop(grace_seconds) if webhooks is not None else asyncio.sleep(0),
         )
 
     async def __aenter__(self) -> BrokerAgent:

@@ -17,11 +17,13 @@ from aio_pika.abc import AbstractChannel, AbstractQueue, AbstractRobustConnectio
 from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import ServiceSettings
+from taskyard_broker_agent.webhooks.outbox import Outbox
 from taskyard_common.amqp import Publisher, connect, server_version
 from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.event_bus import EventNotifier
 from taskyard_common.health import HealthServer, ReadyCheck
 from taskyard_common.store import PostgresTaskStore
+from taskyard_common.store.webhook_secrets import WebhookSecretStore
 from taskyard_common.topology import Topology, dead_letter_queue_arguments, declare
 
 SERVICE = "taskyard-broker-agent"
@@ -47,6 +49,9 @@ class Resources:
     dead_letter_queue: AbstractQueue
     publisher: Publisher
     health: HealthServer
+    # The webhook outbox and the tenants' signing secrets, on the task store's pool.
+    outbox: Outbox
+    webhook_secrets: WebhookSecretStore
 
     @classmethod
     @asynccontextmanager
@@ -99,6 +104,10 @@ class Resources:
                 dead_letter_queue=dead_letter_queue,
                 publisher=publisher,
                 health=health,
+                outbox=Outbox(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                webhook_secrets=WebhookSecretStore(
+                    store.pool, acquire_timeout=settings.db.command_timeout_seconds
+                ),
             )
 
     def context(self) -> AgentContext:

@@ -18,6 +18,7 @@ from taskyard_common.settings import (
     LlmSettings,
     LogSettings,
 )
+from taskyard_common.webhooks import WebhookSettings
 
 
 class BrokerAgentSettings(BaseSettings):
@@ -68,6 +69,8 @@ class ServiceSettings(BaseModel):
     health: HealthSettings
     log: LogSettings
     broker: BrokerAgentSettings
+    # The webhook dispatcher (TASKYARD_WEBHOOK_*, shared with the API's address rules).
+    webhook: WebhookSettings
 
     @property
     def llm_routing_enabled(self) -> bool:
@@ -86,4 +89,5 @@ def get_settings() -> ServiceSettings:
         health=HealthSettings(),
         log=LogSettings(),
         broker=BrokerAgentSettings(),
+        webhook=WebhookSettings(),
     )

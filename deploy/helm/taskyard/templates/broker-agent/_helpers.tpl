@@ -3,6 +3,7 @@
 {{- $b := .Values.brokerAgent -}}
 {{- $env := include "taskyard.env.base" (dict "ctx" . "llm" true) | fromJson -}}
 {{- include "taskyard.env.addList" (dict "env" $env "list" (include "taskyard.healthEnv" (dict "port" $b.healthPort))) -}}
+{{- include "taskyard.env.addList" (dict "env" $env "list" (include "taskyard.webhookEnv" .)) -}}
 {{- $_ := set $env "TASKYARD_BROKER_SHUTDOWN_GRACE_SECONDS" (dict "value" (include "taskyard.env.string" $b.shutdownGraceSeconds)) -}}
 {{- include "taskyard.env.put" (dict "env" $env "values" .Values.config.env) -}}
 {{- include "taskyard.env.put" (dict "env" $env "values" $b.env) -}}

@@ -63,6 +63,8 @@ def load_settings() -> Catalog | None:
     os.environ.setdefault("TASKYARD_CATALOG_PATH", str(ROOT / "specialists.yaml"))
     # Local development: no API keys unless asked for (TASKYARD_API_AUTH_ENABLED=true and taskyard-admin).
     os.environ.setdefault("TASKYARD_API_AUTH_ENABLED", "false")
+    # A webhook receiver on this machine (127.0.0.1) must work; everywhere else loopback is refused.
+    os.environ.setdefault("TASKYARD_WEBHOOK_ALLOW_LOOPBACK", "true")
     if os.environ["TASKYARD_API_AUTH_ENABLED"].strip().lower() in ("false", "0", "no", "off"):
         say("WARNING: API authentication is disabled (TASKYARD_API_AUTH_ENABLED=false): local use only")
     from taskyard_common.catalog import CatalogError, load_catalog
@@ -79,6 +81,16 @@ async def run_once(argv: list[str]) -> int:
     return await process.wait()
 
 
+async def webhook_secret(tenant: str = "default") -> str | None:
+    """The tenant's webhook signing secret (``taskyard-admin webhooks secret``, which creates it), or None
+    when it cannot be read (its error went to the terminal)."""
+    process = await asyncio.create_subprocess_exec(
+        str(BIN / "taskyard-admin"), "webhooks", "secret", "--tenant", tenant, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    return out.decode().strip() if process.returncode == 0 else None
+
+
 def add_services(supervisor: Supervisor, args: argparse.Namespace, catalog: Catalog) -> None:
     """The API, the broker agent and one worker per specialist, each with its own health port."""
     supervisor.add("api", ["taskyard-api", "--host", args.host, "--port", str(args.port)])
@@ -91,8 +103,23 @@ def add_services(supervisor: Supervisor, args: argparse.Namespace, catalog: Cata
         )
 
 
-def banner(args: argparse.Namespace, catalog: Catalog, llm_line: str) -> str:
+def banner(args: argparse.Namespace, catalog: Catalog, llm_line: str, secret: str | None = None) -> str:
     base = f"http://{args.host}:{args.port}"
+    loopback = os.environ.get("TASKYARD_WEBHOOK_ALLOW_LOOPBACK", "").strip().lower() in (
+        "true",
+        "1",
+        "yes",
+        "on",
+    )
+    where = "loopback receivers allowed here" if loopback else "TASKYARD_WEBHOOK_ALLOW_LOOPBACK is off"
+    hooks = (
+        f"""
+  Webhooks ({where}): tenant default signs with {secret}
+    curl -s -X POST {base}/v1/tasks -H 'Content-Type: application/json' -d '{{"input": "Summarize: webhooks work.", "webhook": {{"url": "http://127.0.0.1:9999/hook"}}}}'
+"""
+        if secret
+        else ""
+    )
     return f"""
   taskyard is up. Ctrl-C stops everything.
 
@@ -106,7 +133,7 @@ def banner(args: argparse.Namespace, catalog: Catalog, llm_line: str) -> str:
     curl -s -X POST {base}/v1/tasks -H 'Content-Type: application/json' \\
          -d '{{"input": "Summarize: taskyard runs long AI agent tasks asynchronously."}}'
     curl -s {base}/v1/tasks/<id>
-"""
+{hooks}"""
 
 
 async def main() -> int:
@@ -122,6 +149,7 @@ async def main() -> int:
     if await run_once(["taskyard-migrate"]) != 0:
         say("migrations failed: see the message above")
         return 1
+    secret = await webhook_secret()
 
     loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()
@@ -147,7 +175,7 @@ async def main() -> int:
     supervisor.start_all()
 
     if await wait_ready(f"http://{args.host}:{args.port}/readyz", 60, stop_requested):
-        print(banner(args, catalog, llm_line), flush=True)
+        print(banner(args, catalog, llm_line, secret), flush=True)
     elif not stop_requested.is_set():
         say("the API did not become ready within 60 s; the logs above say why (services keep retrying)")
 

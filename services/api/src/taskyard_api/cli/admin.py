@@ -1,7 +1,10 @@
-"""``taskyard-admin``: manage the API keys (create, list, revoke) directly in the database.
+"""``taskyard-admin``: manage the API keys (create, list, revoke) and the tenants' webhook signing secrets
+directly in the database.
 
 A new key is printed once, alone on stdout, so it can be piped into a secret store; it is never logged and
-cannot be shown again (only its hash is stored). ``keys list`` never prints a secret.
+cannot be shown again (only its hash is stored). ``keys list`` never prints a secret. ``webhooks secret``
+prints a tenant's signing secret alone on stdout (creating it when the tenant has none); ``--rotate``
+replaces it: the broker agents sign with the new one within ``SECRET_CACHE_SECONDS`` (30 s).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from pydantic import ValidationError
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.service import describe_invalid_settings, fail_config
 from taskyard_common.settings import DbSettings
+from taskyard_common.store import DEFAULT_TENANT
 from taskyard_common.store.keys import TENANT_PATTERN, ApiKey, KeyStore, Role
+from taskyard_common.store.webhook_secrets import WebhookSecretStore
 
 PROG = "taskyard-admin"
 
@@ -34,11 +39,12 @@ def _tenant(text: str) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Administer taskyard: API keys (tenants and roles) of the REST API.",
+        description="Administer taskyard: API keys (tenants and roles) of the REST API, and the tenants' "
+        "webhook signing secrets.",
         epilog="Connects to TASKYARD_DB_URL (or DATABASE_URL), schema TASKYARD_DB_SCHEMA (default taskyard); "
         "run taskyard-migrate first.",
     )
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{keys}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{keys,webhooks}")
     keys = groups.add_parser("keys", help="create, list and revoke API keys")
     actions = keys.add_subparsers(dest="action", required=True, metavar="{create,list,revoke}")
     create = actions.add_parser(
@@ -58,6 +64,18 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--tenant", type=_tenant, help="only this tenant's keys")
     revoke = actions.add_parser("revoke", help="revoke a key: refused from the next request on")
     revoke.add_argument("id", help="the key's public id, tyk_<8 hex>")
+    webhooks = groups.add_parser("webhooks", help="the tenants' webhook signing secrets")
+    webhook_actions = webhooks.add_subparsers(dest="action", required=True, metavar="{secret}")
+    secret = webhook_actions.add_parser(
+        "secret",
+        help="print a tenant's signing secret (created if it has none)",
+        description="Print the tenant's webhook signing secret (whsec_...), alone on stdout; receivers "
+        "verify each delivery's webhook-signature with it.",
+    )
+    secret.add_argument("--tenant", default=DEFAULT_TENANT, type=_tenant, help="default: %(default)s")
+    secret.add_argument(
+        "--rotate", action="store_true", help="replace it with a new secret (the old one stops verifying)"
+    )
     return parser
 
 
@@ -71,7 +89,12 @@ def _row(key: ApiKey) -> str:
 async def _run(args: argparse.Namespace, settings: DbSettings) -> int:
     store = await KeyStore.open(settings)
     try:
-        if args.action == "create":
+        if args.group == "webhooks":
+            secrets = WebhookSecretStore(store.pool, acquire_timeout=settings.command_timeout_seconds)
+            print(await (secrets.rotate(args.tenant) if args.rotate else secrets.secret(args.tenant)))
+            if args.rotate:
+                print(f"rotated the webhook secret of tenant {args.tenant}", file=sys.stderr)
+        elif args.action == "create":
             record, key = await store.create(tenant=args.tenant, role=Role(args.role), name=args.name)
             print(key)
             print(
@@ -102,9 +125,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         code = asyncio.run(_run(args, settings))
     except asyncpg.UndefinedTableError:
-        print(
-            f"{PROG}: no api_keys table in schema {settings.db_schema}: run taskyard-migrate", file=sys.stderr
-        )
+        print(f"{PROG}: tables missing in schema {settings.db_schema}: run taskyard-migrate", file=sys.stderr)
         sys.exit(1)
     except asyncpg.PostgresError as exc:
         print(f"{PROG}: PostgreSQL refused: {type(exc).__name__}: {exc}", file=sys.stderr)

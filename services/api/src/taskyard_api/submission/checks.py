@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from taskyard_api.http.problems import UNKNOWN_SPECIALIST, VALIDATION_ERROR, FieldError, ProblemException
 from taskyard_api.models import TaskSubmission
 from taskyard_api.settings import ServiceSettings
 from taskyard_common.catalog import Catalog
+from taskyard_common.webhooks import literal_address, refusal
 
 
 def check_specialist(submission: TaskSubmission, catalog: Catalog) -> None:
@@ -64,6 +66,29 @@ def check_input_size(value: Any, settings: ServiceSettings) -> None:
                         loc=["body", "input"],
                         msg=f"input may be at most {limit} bytes (UTF-8 JSON encoding)",
                         type="input_too_large",
+                    )
+                ],
+            )
+        )
+
+
+def check_webhook(submission: TaskSubmission, settings: ServiceSettings) -> None:
+    """A webhook URL whose host is an address the rules refuse (private, loopback, ... under the default
+    settings) is a 422 now; a host name is checked by the dispatcher at every attempt."""
+    if submission.webhook is None:
+        return
+    host = urlsplit(submission.webhook.url).hostname or ""
+    address = literal_address(host)
+    reason = refusal(address, settings.webhook) if address is not None else None
+    if reason is not None:
+        raise ProblemException(
+            VALIDATION_ERROR(
+                f"webhook.url is refused: {reason}.",
+                errors=[
+                    FieldError(
+                        loc=["body", "webhook", "url"],
+                        msg=f"address refused: {reason}",
+                        type="webhook_address_refused",
                     )
                 ],
             )

@@ -37,9 +37,14 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 def request_hash(submission: TaskSubmission) -> str:
-    """SHA-256 of the validated submission's canonical JSON (sorted keys, no spaces)."""
+    """SHA-256 of the validated submission's canonical JSON (sorted keys, no spaces). Without a webhook,
+    the field is left out, so a key stored before submissions had one still matches its retry."""
+    exclude = {"webhook"} if submission.webhook is None else None
     canonical = json.dumps(
-        submission.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        submission.model_dump(mode="json", exclude=exclude),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -14,7 +14,12 @@ from uuid import UUID, uuid4
 
 from taskyard_api.models import TaskSubmission
 from taskyard_api.resources import Resources
-from taskyard_api.submission.checks import check_input_size, check_specialist, check_timeout
+from taskyard_api.submission.checks import (
+    check_input_size,
+    check_specialist,
+    check_timeout,
+    check_webhook,
+)
 from taskyard_api.submission.idempotency import replayed_task, request_hash
 from taskyard_api.submission.rate_limit import take_submission_token
 from taskyard_common.announce import publish_then_mark
@@ -48,6 +53,7 @@ async def submit(
     check_specialist(submission, resources.catalog)
     check_timeout(submission, resources.catalog)
     check_input_size(submission.input, resources.settings)
+    check_webhook(submission, resources.settings)
     store = resources.store
     try:
         # Known to be down: refuse before storing anything rather than insert and delete.
@@ -63,6 +69,7 @@ async def submit(
         deadline=submission.deadline,
         timeout_seconds=submission.timeout_seconds,
         tenant=tenant,
+        webhook=submission.webhook.model_dump() if submission.webhook is not None else None,
     )
     try:
         if idempotency_key is None:

@@ -1,0 +1,1 @@
+"""Webhooks in the API: the ``webhook`` of a submission, and the routes over a task's deliveries."""
