@@ -49,7 +49,7 @@ class ScaleDown(_Model):
 
     stabilizationWindowSeconds: int | None = Field(default=None, ge=0, le=3600)
     selectPolicy: Literal["Max", "Min", "Disabled"] | None = None
-    policies: tuple[ScalingPolicy, ...] | None = None
+    policies: tuple[ScalingPolicy, ...] | None = Field(default=None, max_length=10)
 
 
 class Fallback(_Model):
@@ -135,9 +135,9 @@ class PodSettings(_Model):
     image: str | None = Field(default=None, min_length=1)
     resources: Resources | None = None
     # Applied after the chart's, config.env and worker.env (a name set again replaces the earlier value).
-    env: tuple[EnvVar, ...] = ()
+    env: tuple[EnvVar, ...] = Field(default=(), max_length=200)
     # Every key of these Secrets as a variable (container envFrom).
-    envFrom: tuple[EnvFromSecret, ...] = ()
+    envFrom: tuple[EnvFromSecret, ...] = Field(default=(), max_length=20)
     # TASKYARD_WORKER_SHUTDOWN_GRACE_SECONDS; empty: the step bound (see docs/deploy.md).
     shutdownGraceSeconds: float | None = Field(default=None, gt=0)
 
