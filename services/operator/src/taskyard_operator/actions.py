@@ -14,7 +14,7 @@ import asyncpg
 
 from taskyard_common.errors import BrokerUnavailable
 from taskyard_operator import queues
-from taskyard_operator.counts import store_counts
+from taskyard_operator.counts import store_counts, unfinished_tasks
 from taskyard_operator.kube import KubeError
 from taskyard_operator.model import DELETE_QUEUES_ANNOTATION, SpecError, parse_specialist
 from taskyard_operator.reconcile import (
@@ -149,4 +149,10 @@ async def delete_queues(
     except SpecError:
         return None
     force = annotations.get(DELETE_QUEUES_ANNOTATION, "").lower() == "true"
-    return await queues.delete(resources.amqp, the_plan, force=force)
+    unfinished: int | None = None
+    if not force:
+        try:
+            unfinished = await unfinished_tasks(resources.db, the_plan.db_schema, name)
+        except STORE_ERRORS as exc:  # unknown: keep the queues rather than guess
+            log.warning("cannot count the unfinished tasks of %s: %s", name, type(exc).__name__)
+    return await queues.delete(resources.amqp, the_plan, force=force, unfinished_tasks=unfinished)

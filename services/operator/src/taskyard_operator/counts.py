@@ -27,3 +27,15 @@ async def store_counts(pool: asyncpg.Pool, schema: str, specialist: str) -> Stor
     )
     assert row is not None
     return StoreCounts(running=int(row["running"]), dead_letters=int(row["dead"]))
+
+
+async def unfinished_tasks(pool: asyncpg.Pool, schema: str, specialist: str) -> int:
+    """Queued, running and retrying tasks (what the KEDA trigger counts; the same partial index)."""
+    if not SCHEMA.match(schema):
+        raise ValueError(f"not a schema name: {schema!r}")
+    value = await pool.fetchval(
+        f'SELECT count(*) FROM "{schema}".tasks WHERE specialist = $1 '
+        "AND status IN ('queued', 'running', 'retrying')",
+        specialist,
+    )
+    return int(value or 0)

@@ -104,16 +104,19 @@ def _structural(schema: dict[str, Any], defs: dict[str, Any], name: str | None =
         rest = {k: v for k, v in schema.items() if k != "anyOf"}
         types = sorted(o.get("type", "") for o in options)
         if types == ["integer", "string"]:
-            out = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+            result: dict[str, Any] = {
+                "x-kubernetes-int-or-string": True,
+                "anyOf": [{"type": "integer"}, {"type": "string"}],
+            }
         elif len(options) == 1:
-            out = _structural({**options[0], **rest}, defs, name)
+            result = _structural({**options[0], **rest}, defs, name)
         else:
             raise ValueError(f"{name}: cannot express {schema['anyOf']} structurally")
         if nullable:
-            out["nullable"] = True
+            result["nullable"] = True
         if "default" in rest and rest["default"] is not None:
-            out["default"] = rest["default"]
-        return out
+            result["default"] = rest["default"]
+        return result
     out: dict[str, Any] = {}
     kind = schema.get("type")
     if "enum" in schema:

@@ -135,8 +135,9 @@ def build_registry(status_interval_seconds: float) -> kopf.OperatorRegistry:
             logger.info("deleted queues %s", ", ".join(deletion.deleted))
         if deletion.kept:
             logger.warning(
-                "kept queues %s: they hold messages (annotate %s=true to delete them anyway)",
+                "kept queues %s: they hold messages or consumers, or tasks of %s are unfinished (annotate %s=true to delete them anyway)",
                 ", ".join(deletion.kept),
+                name,
                 DELETE_QUEUES_ANNOTATION,
             )
 

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 
 import aiormq
-from aio_pika.abc import AbstractRobustConnection
+from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 
 from taskyard_common.amqp import server_version
 from taskyard_common.errors import BrokerUnavailable
@@ -58,19 +58,8 @@ async def declare(connection: AbstractRobustConnection, base: AmqpSettings, plan
 
 async def ready_messages(connection: AbstractRobustConnection, queue: str) -> int | None:
     """Ready messages of one queue (a passive declare); None when the queue does not exist."""
-    try:
-        channel = await connection.channel()
-    except UNAVAILABLE as exc:
-        raise BrokerUnavailable(f"cannot open a channel: {type(exc).__name__}") from exc
-    try:
-        declared = await channel.declare_queue(queue, passive=True)
-    except aiormq.exceptions.ChannelNotFoundEntity:
-        return None
-    finally:
-        if not channel.is_closed:
-            await channel.close()
-    result = declared.declaration_result
-    return int(result.message_count or 0) if result is not None else None
+    counts = await _counts(connection, queue)
+    return None if counts is None else counts[0]
 
 
 @dataclass(frozen=True)
@@ -80,22 +69,53 @@ class Deletion:
     kept: tuple[str, ...]
 
 
-async def delete(connection: AbstractRobustConnection, plan: Plan, *, force: bool) -> Deletion:
-    """Delete the work and quarantine queues: only when empty (the broker checks, atomically), or in any
-    case with ``force``. ``channel.queue_delete``: aio-pika's ``Queue.delete()`` defaults fail on quorum
-    queues (540)."""
-    deleted, kept = [], []
-    for name in queue_names(plan):
+async def delete(
+    connection: AbstractRobustConnection, plan: Plan, *, force: bool, unfinished_tasks: int | None
+) -> Deletion:
+    """Delete the work and quarantine queues: with ``force`` in any case, else only when neither holds a
+    message nor has a consumer and the task store has no unfinished task (queued, running, retrying) for the
+    specialist; otherwise both stay. Quorum queues refuse ``queue.delete`` with ``if-empty`` (NOT_IMPLEMENTED,
+    which closes the connection on 3.x), so emptiness is checked first with passive declares: a message
+    routed between the check and the delete would go with the queue, a narrow window once the Specialist,
+    and so its workers, are being deleted. ``channel.queue_delete``: aio-pika's ``Queue.delete()`` defaults
+    fail on quorum queues (540)."""
+    names = queue_names(plan)
+    present: dict[str, tuple[int, int]] = {}
+    for name in names:
+        counts = await _counts(connection, name)
+        if counts is not None:
+            present[name] = counts
+    busy = [n for n, (messages, consumers) in present.items() if messages or consumers]
+    if not force and (busy or unfinished_tasks is None or unfinished_tasks > 0):
+        return Deletion((), tuple(present))
+    deleted = []
+    for name in present:
+        channel = await _channel(connection)
         try:
-            channel = await connection.channel()
-        except UNAVAILABLE as exc:
-            raise BrokerUnavailable(f"cannot open a channel: {type(exc).__name__}") from exc
-        try:
-            await channel.queue_delete(name, if_empty=not force)
+            await channel.queue_delete(name)
             deleted.append(name)
-        except aiormq.exceptions.ChannelPreconditionFailed:
-            kept.append(name)
         finally:
             if not channel.is_closed:
                 await channel.close()
-    return Deletion(tuple(deleted), tuple(kept))
+    return Deletion(tuple(deleted), ())
+
+
+async def _channel(connection: AbstractRobustConnection) -> AbstractChannel:
+    try:
+        return await connection.channel()
+    except UNAVAILABLE as exc:
+        raise BrokerUnavailable(f"cannot open a channel: {type(exc).__name__}") from exc
+
+
+async def _counts(connection: AbstractRobustConnection, queue: str) -> tuple[int, int] | None:
+    """(ready messages, consumers) of a queue; None when it does not exist."""
+    channel = await _channel(connection)
+    try:
+        declared = await channel.declare_queue(queue, passive=True)
+    except aiormq.exceptions.ChannelNotFoundEntity:
+        return None
+    finally:
+        if not channel.is_closed:
+            await channel.close()
+    result = declared.declaration_result
+    return int(result.message_count or 0), int(result.consumer_count or 0)
