@@ -110,7 +110,7 @@ class EnvVar(_Model):
     def entry(self) -> dict[str, Any]:
         """The entry of an env map, the chart's shape: {"value": ...} or {"valueFrom": ...}."""
         if self.valueFrom is not None:
-            return {"valueFrom": self.valueFrom.model_dump(exclude_none=True)}
+            return {"valueFrom": self.valueFrom.model_dump(mode="json", exclude_none=True)}
         return {"value": self.value}
 
 

@@ -153,7 +153,7 @@ def pod_spec(template: WorkerTemplate, specialist: Specialist, env: EnvMap) -> d
         "env": env_list(env),
         **_probes(),
         "resources": (
-            specialist.pod.resources.model_dump(exclude_none=True)
+            specialist.pod.resources.model_dump(mode="json", exclude_none=True)
             if specialist.pod.resources is not None
             else template.resources
         ),
@@ -164,7 +164,7 @@ def pod_spec(template: WorkerTemplate, specialist: Specialist, env: EnvMap) -> d
         ],
     }
     if specialist.pod.envFrom:
-        container["envFrom"] = [e.model_dump(exclude_none=True) for e in specialist.pod.envFrom]
+        container["envFrom"] = [e.model_dump(mode="json", exclude_none=True) for e in specialist.pod.envFrom]
     spec: dict[str, Any] = {
         "serviceAccountName": template.service_account_name,
         "automountServiceAccountToken": False,
@@ -228,8 +228,12 @@ def _scale(template: WorkerTemplate, specialist: Specialist) -> _Scale:
         activation=pick(s.activationTasks, d.activationTasks),
         polling_interval=pick(s.pollingInterval, d.pollingInterval),
         cooldown=pick(s.cooldownPeriod, d.cooldownPeriod),
-        scale_down=s.scaleDown.model_dump(exclude_none=True) if s.scaleDown is not None else d.scaleDown,
-        fallback=s.fallback.model_dump(exclude_none=True) if s.fallback is not None else d.fallback,
+        scale_down=s.scaleDown.model_dump(mode="json", exclude_none=True)
+        if s.scaleDown is not None
+        else d.scaleDown,
+        fallback=s.fallback.model_dump(mode="json", exclude_none=True)
+        if s.fallback is not None
+        else d.fallback,
     )
 
 
