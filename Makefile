@@ -94,7 +94,7 @@ check-packages:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	for spec in taskyard-api:taskyard-api taskyard-api:taskyard-migrate taskyard-api:taskyard-admin \
 	            taskyard-broker-agent:taskyard-broker-agent taskyard-worker:taskyard-worker \
-	            taskyard-devllm:taskyard-devllm; do \
+	            taskyard-devllm:taskyard-devllm taskyard-operator:taskyard-operator; do \
 	  pkg=$${spec%%:*}; cmd=$${spec##*:}; \
 	  echo "== $$pkg alone: $$cmd --help"; \
 	  UV_PROJECT_ENVIRONMENT=$$tmp/$$pkg uv sync --locked --no-dev --package $$pkg -q; \
