@@ -32,6 +32,7 @@ DESCRIPTIONS = {
     "max_timeout_seconds": "The longest run time a task may ask for.",
     "llm_retries": "In-step retries of a failed LLM call (5xx, timeout, connection error); a term of the shutdown grace.",
     "resume": "A new attempt continues from the step checkpoints.",
+    "stream": "Stream each LLM reply into the task's event log as token events.",
     "max_attempts": "Attempts of a task before it fails (transient failures).",
     "backoff_base_seconds": "First delay between attempts (exponential, with jitter).",
     "backoff_max_seconds": "Longest delay between attempts.",
