@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # One image recipe for every taskyard service: docker build --build-arg PACKAGE=taskyard-worker .
-# PACKAGE is a workspace member: taskyard-api (also runs taskyard-migrate), taskyard-broker-agent,
+# PACKAGE is a workspace member: taskyard-api (also runs taskyard-migrate), taskyard-broker-agent, taskyard-operator,
 # taskyard-worker, taskyard-devllm. The Helm chart sets each container's command.
 ARG PYTHON_VERSION=3.11
 
@@ -24,6 +24,7 @@ COPY services/api/pyproject.toml services/api/pyproject.toml
 COPY services/broker-agent/pyproject.toml services/broker-agent/pyproject.toml
 COPY services/worker/pyproject.toml services/worker/pyproject.toml
 COPY services/devllm/pyproject.toml services/devllm/pyproject.toml
+COPY services/operator/pyproject.toml services/operator/pyproject.toml
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --locked --no-dev --no-install-workspace --package "${PACKAGE}"
 COPY libs libs

@@ -49,8 +49,12 @@ def run(args: list[str], *, check: bool = True, timeout: float = 60) -> subproce
 
 
 @functools.cache
-def _render(values: tuple[str, ...], sets: tuple[str, ...], namespace: str) -> str:
+def _render(
+    values: tuple[str, ...], sets: tuple[str, ...], namespace: str, include_crds: bool = False
+) -> str:
     args = [tool("helm"), "template", RELEASE, str(CHART), "--namespace", namespace]
+    if include_crds:
+        args.append("--include-crds")
     for v in values:
         args += ["-f", v]
     for s in sets:
@@ -58,8 +62,10 @@ def _render(values: tuple[str, ...], sets: tuple[str, ...], namespace: str) -> s
     return run(args).stdout
 
 
-def render_text(*values: Path | str, sets: tuple[str, ...] = (), namespace: str = NAMESPACE) -> str:
-    return _render(tuple(str(v) for v in values), tuple(sets), namespace)
+def render_text(
+    *values: Path | str, sets: tuple[str, ...] = (), namespace: str = NAMESPACE, include_crds: bool = False
+) -> str:
+    return _render(tuple(str(v) for v in values), tuple(sets), namespace, include_crds)
 
 
 def render(

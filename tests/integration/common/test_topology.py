@@ -14,7 +14,8 @@ from taskyard_common.errors import BrokerUnavailable, PublishRejected, TopologyM
 from taskyard_common.messages import IntakeMessage
 from taskyard_common.retry import publish_delayed
 from taskyard_common.settings import AmqpSettings
-from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology, declare, work_target
+from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology, declare, declare_specialist, work_target
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -169,3 +170,27 @@ async def test_a_declaration_that_never_finishes_is_a_clear_transient_error(
     hurried = amqp_settings.model_copy(update={"declare_timeout_seconds": 1e-6})
     with pytest.raises(BrokerUnavailable, match="declaring the topology took longer"):
         await declare(await connection.channel(), Topology(amqp_settings.prefix), catalog.names, hurried)
+
+
+async def test_declare_specialist_matches_the_whole_topology(connection, amqp_settings, catalog):
+    """One specialist's queues, declared alone (the operator), agree with ``declare`` (every service): same
+    arguments (no PRECONDITION_FAILED either way) and the same bindings (a task for it reaches its queue)."""
+    topology = Topology(amqp_settings.prefix)
+    channel = await connection.channel()
+    name = catalog.names[0]
+    queues = await declare_specialist(channel, topology, name, amqp_settings)
+    assert set(queues) == {topology.specialist_queue(name), topology.quarantine_queue(name)}
+    await declare(channel, topology, catalog.names, amqp_settings)
+    await declare_specialist(channel, topology, name, amqp_settings)
+    confirming = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    tasks = await confirming.get_exchange(topology.tasks_exchange)
+    await tasks.publish(aio_pika.Message(b"{}"), routing_key=name, mandatory=True)
+
+    async def routed() -> bool:
+        queue = await confirming.declare_queue(topology.specialist_queue(name), passive=True)
+        return queue.declaration_result.message_count == 1
+
+    await eventually(routed, timeout=10, what="the task in the specialist's queue")
+    other = AmqpSettings(url=amqp_settings.url, prefix=amqp_settings.prefix, delivery_limit=9)
+    with pytest.raises(TopologyMismatch):
+        await declare_specialist(await connection.channel(), topology, name, other)

@@ -69,13 +69,73 @@ default
 {{- end -}}
 {{- end }}
 
-{{/* The specialist catalog's YAML text: values catalog.content, else the chart's copy. */}}
-{{- define "taskyard.catalogText" -}}
+{{/* The catalog as given: values catalog.content, else the chart's copy. */}}
+{{- define "taskyard.catalogSource" -}}
 {{- if .Values.catalog.content -}}
 {{ .Values.catalog.content }}
 {{- else -}}
 {{ .Files.Get "files/specialists.yaml" }}
 {{- end -}}
+{{- end }}
+
+{{/* The specialist catalog's YAML text the services mount. With the operator, each entry of the `specialists`
+     values list is in it too (its catalog fields, replacing a catalog entry of the same name): the services
+     read their catalog from this file, so a Specialist rendered from values is routed to and its worker
+     starts. Without them, the catalog text as given. */}}
+{{- define "taskyard.catalogText" -}}
+{{- if and .Values.operator.enabled .Values.specialists -}}
+{{- $catalog := include "taskyard.catalogSource" . | fromYaml -}}
+{{- if hasKey $catalog "Error" -}}
+{{- fail (printf "catalog: not valid YAML: %s" $catalog.Error) -}}
+{{- end -}}
+{{- $managed := include "taskyard.operatorSpecialistNames" . | fromJsonArray -}}
+{{- $entries := list -}}
+{{- range $catalog.specialists -}}
+{{- if not (has (toString .name) $managed) -}}
+{{- $entries = append $entries . -}}
+{{- end -}}
+{{- end -}}
+{{- range .Values.specialists -}}
+{{- $entries = append $entries (omit . "scaling" "pod") -}}
+{{- end -}}
+{{- $_ := set $catalog "specialists" $entries -}}
+{{ toYaml $catalog }}
+{{- else -}}
+{{ include "taskyard.catalogSource" . }}
+{{- end -}}
+{{- end }}
+
+{{/* Names of the `specialists` values list (Specialist resources for the operator), as a JSON list. */}}
+{{- define "taskyard.operatorSpecialistNames" -}}
+{{- $names := list -}}
+{{- range .Values.specialists -}}
+{{- if has (toString .name) $names -}}
+{{- fail (printf "specialists: %s is listed twice" (toString .name)) -}}
+{{- end -}}
+{{- $names = append $names (toString .name) -}}
+{{- end -}}
+{{- if and $names (not .Values.operator.enabled) -}}
+{{- fail "specialists: renders Specialist resources for the operator and needs operator.enabled (without the operator, list specialists in catalog.content and tune them under worker.specialists)" -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end }}
+
+{{/* The specialists whose workers the chart renders itself: the catalog's, less those the operator manages
+     (never both for one name). */}}
+{{- define "taskyard.valuesWorkerNames" -}}
+{{- $managed := include "taskyard.operatorSpecialistNames" . | fromJsonArray -}}
+{{- $names := list -}}
+{{- range include "taskyard.specialistNames" . | fromJsonArray -}}
+{{- if not (has . $managed) -}}
+{{- $names = append $names . -}}
+{{- end -}}
+{{- end -}}
+{{- range $name, $_ := .Values.worker.specialists -}}
+{{- if has $name $managed -}}
+{{- fail (printf "worker.specialists.%s: %s is a Specialist of the operator (specialists list): set its scaling and pod there" $name $name) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $names -}}
 {{- end }}
 
 {{/* The parsed catalog, as JSON (a template can only return text). */}}

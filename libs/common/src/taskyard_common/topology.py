@@ -198,7 +198,7 @@ async def _declare(
         await dlq.bind(dlx, routing_key="#")
         queues[topology.dead_letter_queue] = dlq
 
-        quarantine_x = await channel.declare_exchange(
+        await channel.declare_exchange(
             topology.quarantine_exchange, aio_pika.ExchangeType.DIRECT, durable=True
         )
         retry_x = await channel.declare_exchange(
@@ -218,15 +218,7 @@ async def _declare(
         await intake_q.bind(retry_x, routing_key=f"*.{INTAKE_TARGET}")
         queues[topology.intake_queue] = intake_q
         for name in specialists:
-            queue = await channel.declare_queue(topology.specialist_queue(name), durable=True, arguments=args)
-            await queue.bind(tasks_x, routing_key=name)
-            await queue.bind(retry_x, routing_key=f"*.{work_target(name)}")
-            queues[queue.name] = queue
-            quarantine = await channel.declare_queue(
-                topology.quarantine_queue(name), durable=True, arguments=args
-            )
-            await quarantine.bind(quarantine_x, routing_key=name)
-            queues[quarantine.name] = quarantine
+            queues.update(await _declare_specialist_queues(channel, topology, name, args))
         for tier in DELAY_TIERS:
             delay_q = await channel.declare_queue(
                 topology.delay_queue(tier),
@@ -241,3 +233,45 @@ async def _declare(
             "declaration: delete the queue (after draining it) or keep the previous settings."
         ) from exc
     return Declared(intake_x, tasks_x, dlx, queues, control_x)
+
+
+async def _declare_specialist_queues(
+    channel: AbstractChannel, topology: Topology, specialist: str, args: dict[str, Any]
+) -> dict[str, AbstractQueue]:
+    """One specialist's work queue and quarantine queue, bound to the exchanges that feed them."""
+    queue = await channel.declare_queue(topology.specialist_queue(specialist), durable=True, arguments=args)
+    await queue.bind(topology.tasks_exchange, routing_key=specialist)
+    await queue.bind(topology.retry_exchange, routing_key=f"*.{work_target(specialist)}")
+    quarantine = await channel.declare_queue(
+        topology.quarantine_queue(specialist), durable=True, arguments=args
+    )
+    await quarantine.bind(topology.quarantine_exchange, routing_key=specialist)
+    return {queue.name: queue, quarantine.name: quarantine}
+
+
+async def declare_specialist(
+    channel: AbstractChannel, topology: Topology, specialist: str, settings: AmqpSettings
+) -> dict[str, AbstractQueue]:
+    """Declare one specialist's queues (work and quarantine) with the same arguments and bindings as
+    ``declare``, and the exchanges they are bound to, for a process that manages one specialist at a time
+    (the Kubernetes operator). Idempotent; other arguments raise ``TopologyMismatch``, a broker that does
+    not answer within ``declare_timeout_seconds`` ``BrokerUnavailable``."""
+    try:
+        async with asyncio.timeout(settings.declare_timeout_seconds):
+            await channel.declare_exchange(
+                topology.dead_letter_exchange, aio_pika.ExchangeType.TOPIC, durable=True
+            )
+            for name in (topology.tasks_exchange, topology.quarantine_exchange):
+                await channel.declare_exchange(name, aio_pika.ExchangeType.DIRECT, durable=True)
+            await channel.declare_exchange(topology.retry_exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+            return await _declare_specialist_queues(
+                channel, topology, specialist, work_queue_arguments(topology, settings)
+            )
+    except aiormq.exceptions.ChannelPreconditionFailed as exc:
+        raise TopologyMismatch(
+            f"{exc}: a queue or exchange of specialist {specialist!r} already exists with other arguments"
+        ) from exc
+    except TimeoutError as exc:
+        raise BrokerUnavailable(
+            f"declaring the queues of {specialist!r} took longer than {settings.declare_timeout_seconds:g}s"
+        ) from exc

@@ -40,16 +40,10 @@
 {{- $ctx := .ctx -}}
 {{- $w := $ctx.Values.worker -}}
 {{- $grace := "TASKYARD_WORKER_SHUTDOWN_GRACE_SECONDS" -}}
-{{- $env := include "taskyard.env.base" (dict "ctx" $ctx "llm" true) | fromJson -}}
-{{- include "taskyard.env.addList" (dict "env" $env "list" (include "taskyard.healthEnv" (dict "port" $w.healthPort))) -}}
-{{- $_ := set $env "TASKYARD_WORKER_HTTP_ALLOWLIST" (dict "value" (join "," $w.httpAllowlist)) -}}
-{{- $_ := set $env "TASKYARD_WORKER_HTTP_TIMEOUT_SECONDS" (dict "value" (include "taskyard.env.string" $w.httpTimeoutSeconds)) -}}
+{{- $env := include "taskyard.workerBaseEnv" $ctx | fromJson -}}
 {{- if and (eq .spec.mode "job") (gt (int $w.job.exitWhenIdleSeconds) 0) -}}
 {{- /* A Job's worker exits once idle, so the Job completes instead of running until its deadline. */ -}}
 {{- $_ := set $env "TASKYARD_WORKER_EXIT_WHEN_IDLE_SECONDS" (dict "value" (include "taskyard.env.string" $w.job.exitWhenIdleSeconds)) -}}
-{{- end -}}
-{{- if not (kindIs "invalid" $w.shutdownGraceSeconds) -}}
-{{- $_ := set $env $grace (dict "value" (include "taskyard.env.string" $w.shutdownGraceSeconds)) -}}
 {{- end -}}
 {{- include "taskyard.env.put" (dict "env" $env "values" $ctx.Values.config.env) -}}
 {{- include "taskyard.env.put" (dict "env" $env "values" $w.env) -}}
@@ -63,6 +57,20 @@
 {{- $retries := .spec.llmRetries -}}
 {{- $bound := addf (mulf $llm (add1 $retries)) (mul 8 $retries) $tool -}}
 {{- $_ := set $env $grace (dict "value" (include "taskyard.env.string" $bound)) -}}
+{{- end -}}
+{{- toJson $env -}}
+{{- end }}
+
+{{/* Every worker's own settings before config.env and worker.env, as a JSON env map (the operator's worker
+     template carries the same map): the shared settings, health, the HTTP tool, the global shutdown grace. */}}
+{{- define "taskyard.workerBaseEnv" -}}
+{{- $w := .Values.worker -}}
+{{- $env := include "taskyard.env.base" (dict "ctx" . "llm" true) | fromJson -}}
+{{- include "taskyard.env.addList" (dict "env" $env "list" (include "taskyard.healthEnv" (dict "port" $w.healthPort))) -}}
+{{- $_ := set $env "TASKYARD_WORKER_HTTP_ALLOWLIST" (dict "value" (join "," $w.httpAllowlist)) -}}
+{{- $_ := set $env "TASKYARD_WORKER_HTTP_TIMEOUT_SECONDS" (dict "value" (include "taskyard.env.string" $w.httpTimeoutSeconds)) -}}
+{{- if not (kindIs "invalid" $w.shutdownGraceSeconds) -}}
+{{- $_ := set $env "TASKYARD_WORKER_SHUTDOWN_GRACE_SECONDS" (dict "value" (include "taskyard.env.string" $w.shutdownGraceSeconds)) -}}
 {{- end -}}
 {{- toJson $env -}}
 {{- end }}

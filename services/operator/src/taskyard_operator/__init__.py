@@ -1,0 +1,1 @@
+"""taskyard operator: Specialist resources become worker objects, queues and a status."""
