@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import socket
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -18,7 +19,7 @@ from taskyard_api.http.metrics import HttpMetricsMiddleware
 from taskyard_api.http.openapi import install_openapi
 from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
-from taskyard_api.lifespan import make_lifespan
+from taskyard_api.lifespan import make_lifespan, stop_watching
 from taskyard_api.routes import dead_letters, health, specialists, tasks
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
@@ -121,6 +122,19 @@ def _settings(host: str | None, port: int | None) -> ServiceSettings:
     return settings
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, ending the event streams and long-polls first when it stops: it waits for every
+    open request before the lifespan's shutdown, and a stream would keep it waiting forever."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self._app = app
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        stop_watching(self._app)
+        await super().shutdown(sockets)
+
+
 def serve(settings: ServiceSettings) -> None:
     """Serve until SIGTERM or SIGINT. A failed start raises its cause (a broken catalog, the database
     away), which ``run_service`` turns into the exit code."""
@@ -134,7 +148,7 @@ def serve(settings: ServiceSettings) -> None:
         lifespan="on",
     )
     try:
-        uvicorn.Server(config).run()
+        _Server(config, app).run()
     except SystemExit:
         # uvicorn logged the failed start and exits 3; the shared exit codes say why instead.
         start_error = getattr(app.state, "start_error", None)
