@@ -92,6 +92,7 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
         ("/v1/tasks", "post"): {"202", "413", "415", "422", "500", "503"},
         ("/v1/tasks", "get"): {"200", "422", "500", "503"},
         ("/v1/tasks/{task_id}", "get"): {"200", "404", "500", "503"},
+        ("/v1/tasks/{task_id}/events", "get"): {"200", "404", "422", "500", "503"},
         ("/v1/tasks/{task_id}/result", "get"): {"200", "404", "409", "500", "503"},
         ("/v1/tasks/{task_id}/cancel", "post"): {"200", "202", "404", "409", "500", "503"},
         ("/v1/dead-letters", "get"): {"200", "422", "500", "503"},
@@ -115,6 +116,9 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
     assert "HTTPValidationError" not in schemas
     assert {"type", "title", "status", "detail", "instance"} <= set(schemas["Problem"]["properties"])
     assert "Location" in paths["/v1/tasks"]["post"]["responses"]["202"]["headers"]
+    events = paths["/v1/tasks/{task_id}/events"]["get"]
+    assert set(events["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
+    assert {p["name"] for p in events["parameters"]} == {"task_id", "after", "limit", "Last-Event-ID"}
     assert "Retry-After" in paths["/v1/tasks"]["post"]["responses"]["503"]["headers"]
 
     # The status enum is TaskStatus itself, so it cannot drift from what the services store.

@@ -20,7 +20,7 @@ from taskyard_api.http.openapi import install_openapi
 from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan, stop_watching
-from taskyard_api.routes import dead_letters, health, specialists, tasks
+from taskyard_api.routes import dead_letters, events, health, specialists, tasks
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
@@ -82,6 +82,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         exception_handlers=exception_handlers(settings.retry_after_seconds),
     )
     app.include_router(tasks.router)
+    app.include_router(events.router)
     app.include_router(dead_letters.router)
     app.include_router(specialists.router)
     app.include_router(health.router)

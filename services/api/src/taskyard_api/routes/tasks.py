@@ -35,23 +35,16 @@ from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmissi
 from taskyard_api.resources import Resources
 from taskyard_api.submission.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader
 from taskyard_api.submission.submit import submit
-from taskyard_api.tenancy.auth import Principal, Reader, Submitter
+from taskyard_api.tenancy.auth import Reader, Submitter
+from taskyard_api.tenancy.owned import owned_task
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import ControlMessage
-from taskyard_common.store import TaskRecord, TaskStore
 
 log = logging.getLogger(__name__)
 
 # Every route needs an API key; a key never sees another tenant's task (404, as for an unknown id).
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=problem_responses(401))
-
-
-async def _get_task(store: TaskStore, task_id: str, principal: Principal) -> TaskRecord:
-    record = await store.get(parse_task_id(task_id))
-    if record is None or not principal.owns(record.tenant):
-        raise ProblemException(NOT_FOUND("No task with this id."))
-    return record
 
 
 @router.post(
@@ -142,14 +135,14 @@ async def list_tasks(
 
 @router.get("/{task_id}", summary="Read a task", responses=problem_responses(404, 503))
 async def get_task(task_id: TaskIdPath, store: StoreDep, principal: Reader) -> TaskDocument:
-    return TaskDocument.from_record(await _get_task(store, task_id, principal))
+    return TaskDocument.from_record(await owned_task(store, task_id, principal))
 
 
 @router.get(
     "/{task_id}/result", summary="Read a completed task's result", responses=problem_responses(404, 409, 503)
 )
 async def get_task_result(task_id: TaskIdPath, store: StoreDep, principal: Reader) -> TaskResult:
-    record = await _get_task(store, task_id, principal)
+    record = await owned_task(store, task_id, principal)
     if record.status is not TaskStatus.COMPLETED or record.result is None:
         hint = _NO_RESULT_HINTS.get(record.status, "")
         raise ProblemException(
@@ -194,7 +187,7 @@ async def cancel_task(
     the message (no broker, no worker listening) the worker's heartbeat notices within a third of its lease.
     Cancelling a cancelled task answers 200 again; any other finished task answers 409."""
     # The owner check first: a task's tenant never changes, and another tenant's task is not found.
-    await _get_task(resources.store, task_id, principal)
+    await owned_task(resources.store, task_id, principal)
     record = await resources.store.cancel(parse_task_id(task_id))
     if record is None:
         raise ProblemException(NOT_FOUND("No task with this id."))
