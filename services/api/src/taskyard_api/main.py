@@ -29,8 +29,10 @@ SERVICE = "taskyard-api"
 DESCRIPTION = """\
 Submit long-running AI agent tasks and follow them to their result.
 
-A task is accepted with **202** once it is stored and queued; poll `GET /v1/tasks/{task_id}` until its status
-is `completed` or `failed`. Every error is an RFC 9457 problem document (`application/problem+json`).
+A task is accepted with **202** once it is stored and queued; follow it with `GET /v1/tasks/{task_id}`
+(long-poll it with `?wait=` and `If-None-Match`) or its events, `GET /v1/tasks/{task_id}/events` (a page, or a
+Server-Sent Events stream with `Accept: text/event-stream`), until it is `completed` or `failed`. Every error
+is an RFC 9457 problem document (`application/problem+json`).
 A **503** on submission means the task was *not* stored: retry after `Retry-After` seconds.
 
 `POST /v1/tasks/{task_id}/cancel` stops a task; the `dead-letters` routes let an operator replay or discard
