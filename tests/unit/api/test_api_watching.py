@@ -151,23 +151,31 @@ async def test_a_task_is_watched_while_someone_watches_it():
         assert late.closing, "after a drain, a new watch ends at once"
 
 
-async def test_the_poll_wakes_the_waiters_of_a_task_that_changed_and_only_those():
+async def test_the_poll_wakes_the_waiters_behind_their_task_and_only_those():
     store = FakeStore(uuid4())
+    store.add("accepted")
     watcher = make_watcher(store)
-    with watcher.watch(store.task_id) as watch:
-        watch.rearm()
-        watcher._compare([store.task_id], await store.versions([store.task_id]))
-        assert await watch.wait(0), "first seen: it may have changed since the waiter read it"
-        watch.rearm()
-        watcher._compare([store.task_id], await store.versions([store.task_id]))
-        assert not await watch.wait(0), "unchanged: not woken"
+    assert store.row is not None
+    with watcher.watch(store.task_id) as events, watcher.watch(store.task_id) as document:
+        await watcher._check([store.task_id])
+        assert await events.wait(0) and await document.wait(0), "they have seen nothing yet"
+        events.rearm()
+        document.rearm()
+        events.saw(1)
+        document.saw(1, store.row.updated_at)
+        await watcher._check([store.task_id])
+        assert not await events.wait(0) and not await document.wait(0), "nothing new: no one woken"
+        store.row = store.row.model_copy(update={"updated_at": store.row.updated_at + timedelta(seconds=1)})
+        await watcher._check([store.task_id])
+        assert not await events.wait(0), "no new event"
+        assert await document.wait(0), "the document changed"
         store.add("routed")
-        watcher._compare([store.task_id], await store.versions([store.task_id]))
-        assert await watch.wait(0)
-        watch.rearm()
+        await watcher._check([store.task_id])
+        assert await events.wait(0)
+        events.rearm()
         store.row = None
-        watcher._compare([store.task_id], await store.versions([store.task_id]))
-        assert await watch.wait(0) and watch.gone
+        await watcher._check([store.task_id])
+        assert await events.wait(0) and events.gone
 
 
 async def test_a_stream_sends_stored_then_live_events_and_ends_after_the_terminal_one():

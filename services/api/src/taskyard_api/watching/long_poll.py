@@ -47,6 +47,7 @@ async def wait_for_change(
                 record = await store.get(task_id)
                 if record is None or task_etag(record) != etag or watch.closing:
                     return record
+                watch.saw(record.event_seq, record.updated_at)
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     return record

@@ -91,6 +91,8 @@ async def event_stream(
                     after, last_type = events[-1].seq, events[-1].type
                     if len(events) == _READ_SIZE:
                         continue
+                if healthy:
+                    watch.saw(after)
                 if last_type in TERMINAL_EVENTS or watch.gone:
                     return
                 while True:

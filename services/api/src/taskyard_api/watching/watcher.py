@@ -5,10 +5,11 @@ Whoever changes a task publishes a wake-up on the events exchange, routing key t
 while at least one stream or long-poll here watches that task and unbound when the last one leaves, so the
 exchange drops the wake-ups of every other task. A wake-up only says "look again": the waiter reads the store.
 
-Wake-ups can be lost (RabbitMQ away, a publisher that lost its connection, a change made just before the
-binding was in place), so every ``TASKYARD_API_WATCH_POLL_SECONDS`` the watcher also reads the version
-(``event_seq``, ``updated_at``) of every watched task in one query and wakes the waiters of those that changed:
-a lost wake-up only delays. RabbitMQ never holds up the start or a request: the queue and its bindings are
+Wake-ups can be lost (RabbitMQ away, a publisher that lost its connection), so every
+``TASKYARD_API_WATCH_POLL_SECONDS`` the watcher also reads the version (``event_seq``, ``updated_at``) of every
+watched task in one query and wakes the waiters that have not seen it yet: a lost wake-up only delays, and an
+idle waiter costs no query of its own. A new binding is checked the same way at once, for a change made
+before it was in place. RabbitMQ never holds up the start or a request: the queue and its bindings are
 set up in the background (through the API's link, re-established by it after a reconnect), and meanwhile the
 poll alone wakes the waiters.
 """
@@ -44,14 +45,13 @@ _POLL_CHUNK = 1000
 _BROKER_ERRORS = (OSError, TimeoutError, RuntimeError, BrokerUnavailable, aiormq.exceptions.AMQPError)
 
 Version = tuple[int, datetime]
-_UNSEEN = object()
 
 
 class Watch:
     """One stream's or long-poll's interest in one task. The waiter calls ``rearm`` before it reads the
-    store and ``wait`` after: a change in between is not missed."""
+    store, ``saw`` with what it read, and ``wait``: a change after the read is not missed."""
 
-    __slots__ = ("_woken", "closing", "gone", "task_id")
+    __slots__ = ("_woken", "closing", "gone", "seen_at", "seen_seq", "task_id")
 
     def __init__(self, task_id: UUID) -> None:
         self.task_id = task_id
@@ -60,6 +60,20 @@ class Watch:
         self.closing = False
         # The task no longer exists.
         self.gone = False
+        # The version the waiter has seen: the last event's number (None: nothing yet), and for a waiter of
+        # the whole document its updated_at (None: only events matter).
+        self.seen_seq: int | None = None
+        self.seen_at: datetime | None = None
+
+    def saw(self, event_seq: int, updated_at: datetime | None = None) -> None:
+        self.seen_seq, self.seen_at = event_seq, updated_at
+
+    def behind(self, version: Version) -> bool:
+        """Whether the task at ``version`` holds something this waiter has not seen."""
+        event_seq, updated_at = version
+        if self.seen_seq is None or event_seq > self.seen_seq:
+            return True
+        return self.seen_at is not None and updated_at != self.seen_at
 
     def wake(self) -> None:
         self._woken.set()
@@ -93,11 +107,10 @@ class Watcher:
         self._exchange = exchange
         self._poll_seconds = poll_seconds
         self._watches: dict[UUID, set[Watch]] = {}
-        # Per watched task, the version the last poll found (None: gone).
-        self._seen: dict[UUID, Version | None] = {}
         # The task ids bound to the queue (as far as the broker said so).
         self._bound: set[UUID] = set()
         self._resync = asyncio.Event()
+        self._recheck = False
         self._channel: AbstractChannel | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
@@ -135,17 +148,11 @@ class Watcher:
             watches.discard(watch)
             if not watches and self._watches.get(task_id) is watches:
                 del self._watches[task_id]
-                self._seen.pop(task_id, None)
                 self._resync.set()
 
-    def _wake(self, task_id: UUID, *, gone: bool = False) -> None:
+    def _wake(self, task_id: UUID) -> None:
         for watch in self._watches.get(task_id, ()):
-            watch.gone = watch.gone or gone
             watch.wake()
-
-    def _wake_all(self) -> None:
-        for task_id in list(self._watches):
-            self._wake(task_id)
 
     def drain(self) -> None:
         """End every stream and long-poll now, and any later one at once: the API is stopping."""
@@ -179,6 +186,9 @@ class Watcher:
             self._resync.clear()
             try:
                 await self._sync_bindings(queue)
+                if self._recheck:
+                    self._recheck = False
+                    await self._check(list(self._watches))
             except _BROKER_ERRORS as exc:
                 if self._closing:
                     return
@@ -214,11 +224,16 @@ class Watcher:
         return None
 
     async def _sync_bindings(self, queue: AbstractQueue) -> None:
-        for task_id in [t for t in self._watches if t not in self._bound]:
-            await queue.bind(self._exchange, routing_key=str(task_id), timeout=_BROKER_TIMEOUT_SECONDS)
-            self._bound.add(task_id)
-            # A change made before the binding was in place sent its wake-up nowhere: look once more.
-            self._wake(task_id)
+        added: list[UUID] = []
+        try:
+            for task_id in [t for t in self._watches if t not in self._bound]:
+                await queue.bind(self._exchange, routing_key=str(task_id), timeout=_BROKER_TIMEOUT_SECONDS)
+                self._bound.add(task_id)
+                added.append(task_id)
+        finally:
+            if not self._closing:
+                # A change made before a binding was in place sent its wake-up nowhere: look once more.
+                await self._check(added)
         for task_id in [t for t in self._bound if t not in self._watches]:
             await queue.unbind(self._exchange, routing_key=str(task_id), timeout=_BROKER_TIMEOUT_SECONDS)
             self._bound.discard(task_id)
@@ -231,9 +246,9 @@ class Watcher:
         self._wake(task_id)
 
     def _on_reconnect(self, _connection: AbstractRobustConnection | None, /) -> None:
-        # Wake-ups sent while disconnected are lost: everyone looks again, and bindings that failed meanwhile
-        # are made now.
-        self._wake_all()
+        # Wake-ups sent while disconnected are lost: every watched task is checked again (with the bindings
+        # that failed meanwhile, made now).
+        self._recheck = True
         self._resync.set()
 
     # --- the poll: what wake-ups missed ----------------------------------------------------------------
@@ -241,24 +256,25 @@ class Watcher:
     async def _poll(self) -> None:
         while not self._closing:
             await asyncio.sleep(self._poll_seconds)
-            task_ids = list(self._watches)
-            for start in range(0, len(task_ids), _POLL_CHUNK):
-                chunk = task_ids[start : start + _POLL_CHUNK]
-                try:
-                    versions = await self._store.versions(chunk)
-                except StoreUnavailable as exc:
-                    log.debug("watched tasks not polled: %s", exc)
-                    break
-                self._compare(chunk, versions)
+            await self._check(list(self._watches))
+
+    async def _check(self, task_ids: list[UUID]) -> None:
+        """Read the versions of ``task_ids`` and wake the waiters behind them (the store away: no one)."""
+        for start in range(0, len(task_ids), _POLL_CHUNK):
+            chunk = task_ids[start : start + _POLL_CHUNK]
+            try:
+                versions = await self._store.versions(chunk)
+            except StoreUnavailable as exc:
+                log.debug("watched tasks not checked: %s", exc)
+                return
+            self._compare(chunk, versions)
 
     def _compare(self, task_ids: list[UUID], versions: dict[UUID, Version]) -> None:
-        """Wake the waiters of each task whose version differs from the previous poll's. A task seen for
-        the first time is woken too: it may have changed between its waiter's read and this poll."""
         for task_id in task_ids:
-            if task_id not in self._watches:
-                continue
             version = versions.get(task_id)
-            seen = self._seen.get(task_id, _UNSEEN)
-            self._seen[task_id] = version
-            if version != seen:
-                self._wake(task_id, gone=version is None)
+            for watch in self._watches.get(task_id, ()):
+                if version is None:
+                    watch.gone = True
+                    watch.wake()
+                elif watch.behind(version):
+                    watch.wake()
