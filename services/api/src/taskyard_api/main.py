@@ -13,6 +13,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from taskyard_api.gc_tuning import tune_for_serving
 from taskyard_api.http.body_limit import BodyLimitMiddleware
 from taskyard_api.http.errors import InternalErrorMiddleware, exception_handlers
 from taskyard_api.http.metrics import HttpMetricsMiddleware
@@ -126,12 +127,17 @@ def _settings(host: str | None, port: int | None) -> ServiceSettings:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, ending the event streams and long-polls first when it stops: it waits for every
-    open request before the lifespan's shutdown, and a stream would keep it waiting forever."""
+    """uvicorn's server, with the garbage collector set for serving once started (see ``gc_tuning``), and
+    ending the event streams and long-polls first when it stops: it waits for every open request before the
+    lifespan's shutdown, and a stream would keep it waiting forever."""
 
     def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
         super().__init__(config)
         self._app = app
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        tune_for_serving()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         stop_watching(self._app)
