@@ -45,7 +45,12 @@ METHOD = """\
   client sends its next request when the previous answer arrived, 5 s per concurrency after 1 s of warm-up.
   Open loop: requests due at a fixed rate over 64 connections, latency counted from when each was due (so
   waiting for a connection counts); rates rise until one is not kept up with (p99 >= 50 ms, answers
-  missing, refusals or a backlog), and the last rate kept is the sustainable one. Then the API restarts
+  missing, refusals or a backlog), and the last rate kept is the sustainable one. Between the two, the
+  32-client closed loop runs again while 500 Server-Sent Events streams are open on the same API process
+  (`bench/sse_streams.py`, another process: it submits 500 tasks nobody consumes and opens one stream per
+  task, so each stays open and idle, with its binding on the events exchange; measured 2 s after the last
+  one opened, so the bindings are made; the row fails unless the API's `taskyard_event_streams_open` shows
+  them all and none ended). Then the API restarts
   with authentication and the per-tenant rate limit on (a submitter key; a limit far above the load, so a
   token is taken on every request and none is refused): 32 closed-loop clients and the sustainable rate.
 """
