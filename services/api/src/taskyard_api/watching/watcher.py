@@ -189,11 +189,14 @@ class Watcher:
                 if self._recheck:
                     self._recheck = False
                     await self._check(list(self._watches))
-            except _BROKER_ERRORS as exc:
+            except Exception as exc:
                 if self._closing:
                     return
-                # Disconnected or refused: the poll covers the gap; try again shortly.
-                log.debug("task wake-up bindings not updated (%s); retrying", type(exc).__name__)
+                if isinstance(exc, _BROKER_ERRORS):
+                    # Disconnected or refused: the poll covers the gap; try again shortly.
+                    log.debug("task wake-up bindings not updated (%s); retrying", type(exc).__name__)
+                else:
+                    log.exception("unexpected error updating the task wake-up bindings; retrying")
                 await asyncio.sleep(_RETRY_SECONDS)
                 self._resync.set()
 
@@ -256,7 +259,11 @@ class Watcher:
     async def _poll(self) -> None:
         while not self._closing:
             await asyncio.sleep(self._poll_seconds)
-            await self._check(list(self._watches))
+            try:
+                await self._check(list(self._watches))
+            except Exception:
+                # Whatever it was, a watcher that stops polling would leave lost wake-ups lost for good.
+                log.exception("unexpected error checking the watched tasks")
 
     async def _check(self, task_ids: list[UUID]) -> None:
         """Read the versions of ``task_ids`` and wake the waiters behind them (the store away: no one)."""
