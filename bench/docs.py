@@ -45,7 +45,12 @@ METHOD = """\
   client sends its next request when the previous answer arrived, 5 s per concurrency after 1 s of warm-up.
   Open loop: requests due at a fixed rate over 64 connections, latency counted from when each was due (so
   waiting for a connection counts); rates rise until one is not kept up with (p99 >= 50 ms, answers
-  missing, refusals or a backlog), and the last rate kept is the sustainable one. Then the API restarts
+  missing, refusals or a backlog), and the last rate kept is the sustainable one. Between the two, the
+  32-client closed loop runs again while 500 Server-Sent Events streams are open on the same API process
+  (`bench/sse_streams.py`, another process: it submits 500 tasks nobody consumes and opens one stream per
+  task, so each stays open and idle, with its binding on the events exchange; measured 2 s after the last
+  one opened, so the bindings are made; the row fails unless the API's `taskyard_event_streams_open` shows
+  them all and none ended). Then the API restarts
   with authentication and the per-tenant rate limit on (a submitter key; a limit far above the load, so a
   token is taken on every request and none is refused): 32 closed-loop clients and the sustainable rate.
 """
@@ -145,6 +150,19 @@ request read from `/proc` for the API, PostgreSQL, RabbitMQ and the load generat
   by the scheduling delays of four processes more than by any one's CPU.
 - **What is left**: FastAPI's dependency solving and request/response plumbing are now the largest share of
   the API's CPU (~25%), aio-pika's publish path ~10%.
+- **Open event streams and the garbage collector** (issue 13). With 500 idle Server-Sent Events streams open,
+  the 32-client closed loop kept its CPU per request (0.82 → 0.89 ms; an idle stream does no work: its
+  task's version is checked with all the others in one query every 2 s) but its p99 went from 88-93 ms to
+  151-155 ms on the shared machine. The cause was not CPU but pauses: an open stream holds about 250 objects
+  the collector tracks (the coroutines, closures and tasks of every middleware layer), 500 of them took the
+  process from ~82,000 to ~192,000, and each full collection (several in a 5-s window, set off by the
+  objects of requests in flight surviving young collections) stopped the loop for 40-75 ms instead of
+  ~30 ms (`gc.callbacks`). Change: once started, the API freezes what exists (`gc.freeze()`: ~80,000
+  objects never walked again) and runs a full collection after 100 middle-generation collections instead
+  of 10 (`taskyard_api/gc_tuning.py`). A/B in the same process, alternating: without streams p99 43-56 ms,
+  with 500 streams 46-54 ms, the difference lost in the machine's noise; full collections no longer fall
+  in the window. The streams are measured 2 s after the last one opened: opening 500 (a submission, a
+  read, a broker binding each) is a burst of its own.
 """
 
 

@@ -8,7 +8,11 @@ measurement after a short warm-up:
 2. open loop at rising fixed rates, stopping at the first rate the API does not keep up with (p99 at or
    above 50 ms, fewer answers than requests due, or refusals): the sustainable rate of the issue's target,
    latencies counted from when each request was due;
-3. the production default: authentication on (a submitter key) and the per-tenant rate limit on (set far
+3. the closed loop at 32 clients again while 500 Server-Sent Events streams are open on the same API
+   process (``bench.sse_streams``, another process: one stream per task, submitted first and never
+   consumed, so every stream stays open), measured once they settled: what watching clients cost the
+   submit path;
+4. the production default: authentication on (a submitter key) and the per-tenant rate limit on (set far
    above the offered load, so the bucket is taken on every request but never refuses), closed loop at 32
    clients and open loop at the sustainable rate found in part 2.
 
@@ -17,15 +21,19 @@ The intake queue fills (well below its max length) since nothing consumes it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
+
 from bench.http_load import LoadResult, LoadSpec, run_in_process
 from bench.infra import Context, taskyard_namespace
 from bench.report import Row
 from bench.runner import Rows, Scenario, bounded, finish
+from bench.sse_streams import StreamHolder, StreamSpec
 from bench.stats import percentile
 from bench.taskyard import cluster, devllm, new_tag, write_catalog
 from taskyard_common.settings import DbSettings
@@ -41,6 +49,11 @@ SMOKE_LEVELS = (1, 8)
 SMOKE_RATES = (100,)
 OPEN_CONNECTIONS = 64
 AUTH_CLIENTS = 32
+STREAM_CLIENTS = 32
+STREAMS, QUICK_STREAMS, SMOKE_STREAMS = 500, 100, 20
+# The API binds each watched task on the events exchange in the background (one broker round trip each):
+# the row measures the open streams, not their opening.
+STREAMS_SETTLE_SECONDS = 2.0
 P99_LIMIT_MS = 50.0
 # Part 3's rate limit: far above anything one API process answers, so it never refuses.
 AUTH_ENV = {
@@ -102,6 +115,42 @@ def _keeps_up(row: Row, result: LoadResult | None, rate: float) -> bool:
     )
 
 
+async def _streams_open(port: int) -> int:
+    """The API's own count of open event streams (``taskyard_event_streams_open``)."""
+    async with httpx.AsyncClient(timeout=10) as client:
+        text = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+    for line in text.splitlines():
+        if line.startswith("taskyard_event_streams_open "):
+            return int(float(line.split()[1]))
+    return 0
+
+
+async def _measure_with_streams(row: Row, spec: LoadSpec, api: Service, streams: int) -> None:
+    """``spec`` while ``streams`` event streams are open on the API; the row fails unless every stream
+    was open on the API's side and stayed open throughout."""
+    holder = await StreamHolder.start(
+        StreamSpec(host=spec.host, port=spec.port, streams=streams, body=spec.body, headers=spec.headers)
+    )
+    try:
+        await asyncio.sleep(STREAMS_SETTLE_SECONDS)
+        seen_by_api = await _streams_open(spec.port)
+        await _measure(row, spec, api)
+    finally:
+        held = await holder.close()
+    opened = holder.opened
+    row.note = "; ".join(
+        [
+            f"{opened.opened} streams open (API: {seen_by_api}), opened in {opened.open_s:.1f} s",
+            *([row.note] if row.note else []),
+        ]
+    )
+    if opened.opened < streams or seen_by_api < streams or held.ended_early:
+        problems = [f"{k}: {v}" for k, v in sorted(opened.errors.items())]
+        if held.ended_early:
+            problems.append(f"{held.ended_early} ended early")
+        row.status = "error: streams " + (", ".join(problems) or "not all open")
+
+
 async def _new_key(db: DbSettings) -> str:
     keys = await KeyStore.open(db)
     try:
@@ -138,6 +187,15 @@ async def run(ctx: Context, rows: Rows) -> None:
         for clients in levels:
             row = rows.add(f"submit.c{clients}", "5 submit path", f"{clients} clients, closed loop", 0)
             await _measure(row, replace(base, concurrency=clients), api)
+
+        streams = ctx.pick(STREAMS, QUICK_STREAMS, SMOKE_STREAMS)
+        row = rows.add(
+            f"submit.streams.c{STREAM_CLIENTS}",
+            "5 submit path",
+            f"{STREAM_CLIENTS} clients, closed loop, {streams} SSE streams open",
+            0,
+        )
+        await _measure_with_streams(row, replace(base, concurrency=STREAM_CLIENTS), api, streams)
 
         sustained: float | None = None
         for rate in rates:
@@ -182,6 +240,7 @@ SCENARIO = Scenario(
     timeout_s=240,
     quick_timeout_s=90,
     smoke_timeout_s=60,
-    describe="POST /v1/tasks alone: closed loop at 1, 8, 32, 64 clients, open loop at rising rates until "
-    "p99 reaches 50 ms, then with auth and rate limit on; the load from a separate lean process",
+    describe="POST /v1/tasks alone: closed loop at 1, 8, 32, 64 clients, at 32 with 500 SSE streams open, open "
+    "loop at rising rates until p99 reaches 50 ms, then with auth and rate limit on; the load from a separate "
+    "lean process",
 )

@@ -48,6 +48,7 @@ V1_ROUTES = [
     ("POST", "/v1/tasks"),
     ("GET", "/v1/tasks/00000000-0000-0000-0000-000000000000"),
     ("GET", "/v1/tasks/00000000-0000-0000-0000-000000000000/result"),
+    ("GET", "/v1/tasks/00000000-0000-0000-0000-000000000000/events"),
     ("POST", "/v1/tasks/00000000-0000-0000-0000-000000000000/cancel"),
     ("GET", "/v1/tasks/00000000-0000-0000-0000-000000000000/webhook-deliveries"),
     ("POST", "/v1/tasks/00000000-0000-0000-0000-000000000000/webhook-deliveries/msg_x_1/redeliver"),
@@ -127,7 +128,7 @@ async def test_roles_limit_what_a_key_may_do(
     refused = await api.post("/v1/tasks", json={"input": "x"}, headers=reader)
     assert "submitter" in assert_problem(refused, 403, "forbidden")["detail"]
     assert_problem(await api.post(f"/v1/tasks/{task.id}/cancel", headers=reader), 403, "forbidden")
-    for path in ("/v1/tasks", f"/v1/tasks/{task.id}", "/v1/specialists"):
+    for path in ("/v1/tasks", f"/v1/tasks/{task.id}", f"/v1/tasks/{task.id}/events", "/v1/specialists"):
         assert (await api.get(path, headers=reader)).status_code == 200, path
 
     accepted = await api.post("/v1/tasks", json={"input": "x"}, headers=submitter)
@@ -149,7 +150,12 @@ async def test_a_tenant_never_sees_another_tenants_tasks(
     task = await created(store, tenant="acme")
     letter = await dead_lettered(store, "general", tenant="acme")
 
-    for path in (f"/v1/tasks/{task.id}", f"/v1/tasks/{task.id}/result", f"/v1/dead-letters/{letter.id}"):
+    for path in (
+        f"/v1/tasks/{task.id}",
+        f"/v1/tasks/{task.id}/result",
+        f"/v1/tasks/{task.id}/events",
+        f"/v1/dead-letters/{letter.id}",
+    ):
         assert_problem(await api.get(path, headers=theirs), 404, "not-found")
     assert_problem(await api.post(f"/v1/tasks/{task.id}/cancel", headers=theirs), 404, "not-found")
     assert_problem(await api.post(f"/v1/dead-letters/{letter.id}/replay", headers=theirs), 404, "not-found")

@@ -91,7 +91,8 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
     expected = {
         ("/v1/tasks", "post"): {"202", "413", "415", "422", "500", "503"},
         ("/v1/tasks", "get"): {"200", "422", "500", "503"},
-        ("/v1/tasks/{task_id}", "get"): {"200", "404", "500", "503"},
+        ("/v1/tasks/{task_id}", "get"): {"200", "304", "404", "422", "500", "503"},
+        ("/v1/tasks/{task_id}/events", "get"): {"200", "404", "422", "500", "503"},
         ("/v1/tasks/{task_id}/result", "get"): {"200", "404", "409", "500", "503"},
         ("/v1/tasks/{task_id}/cancel", "post"): {"200", "202", "404", "409", "500", "503"},
         ("/v1/tasks/{task_id}/webhook-deliveries", "get"): {"200", "404", "500", "503"},
@@ -123,6 +124,13 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
     assert "HTTPValidationError" not in schemas
     assert {"type", "title", "status", "detail", "instance"} <= set(schemas["Problem"]["properties"])
     assert "Location" in paths["/v1/tasks"]["post"]["responses"]["202"]["headers"]
+    assert "ETag" in paths["/v1/tasks"]["post"]["responses"]["202"]["headers"]
+    read = paths["/v1/tasks/{task_id}"]["get"]
+    assert "ETag" in read["responses"]["200"]["headers"] and "ETag" in read["responses"]["304"]["headers"]
+    assert {p["name"] for p in read["parameters"]} == {"task_id", "wait", "If-None-Match"}
+    events = paths["/v1/tasks/{task_id}/events"]["get"]
+    assert set(events["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
+    assert {p["name"] for p in events["parameters"]} == {"task_id", "after", "limit", "Last-Event-ID"}
     assert "Retry-After" in paths["/v1/tasks"]["post"]["responses"]["503"]["headers"]
 
     # The status enum is TaskStatus itself, so it cannot drift from what the services store.

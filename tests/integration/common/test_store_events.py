@@ -104,3 +104,15 @@ async def test_a_terminal_status_the_webhook_asks_for_is_put_in_the_outbox(store
     payload = delivery["payload"]
     assert payload["type"] == "task.completed"
     assert payload["data"]["result"] == {"output": "done"} and payload["data"]["metadata"] == {"k": "v"}
+
+
+async def test_versions_say_which_of_many_tasks_changed_in_one_read(store):
+    quiet = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}))
+    busy = await store.create(NewTask(id=uuid.uuid4(), input="y", metadata={}))
+    before = await store.versions([quiet.id, busy.id, uuid.uuid4()])
+    assert set(before) == {quiet.id, busy.id}, "an unknown task is absent"
+    assert before[busy.id] == (1, busy.updated_at)
+    assert await store.route(busy.id, DECISION)
+    after = await store.versions([quiet.id, busy.id])
+    assert after[quiet.id] == before[quiet.id]
+    assert after[busy.id][0] == 2 and after[busy.id][1] > before[busy.id][1]

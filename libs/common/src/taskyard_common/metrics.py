@@ -149,6 +149,14 @@ TASK_EVENTS = Counter(
     "taskyard_task_events_total",
     "Events this process appended to task event logs (transitions, LLM and tool calls, streamed tokens)",
 )
+# Watching tasks in the API (no labels: nothing to pre-initialise, a gauge starts at 0).
+EVENT_STREAMS_OPEN = Gauge(
+    "taskyard_event_streams_open", "Server-Sent Events streams of task events this API process holds open"
+)
+LONG_POLLS_IN_PROGRESS = Gauge(
+    "taskyard_long_polls_in_progress",
+    "Long-polls (GET /v1/tasks/{task_id}?wait=) waiting in this API process",
+)
 # Webhooks: the broker agent's dispatcher counts every attempt and samples the outbox.
 WEBHOOK_DELIVERIES = Counter(
     "taskyard_webhook_deliveries_total",

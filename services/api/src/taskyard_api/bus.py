@@ -48,6 +48,7 @@ class BusLink:
         self._publisher: Publisher | None = None
         self._notifier: EventNotifier | None = None
         self._task: asyncio.Task[None] | None = None
+        self._established = asyncio.Event()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._establish(), name="taskyard-api bus link")
@@ -106,6 +107,16 @@ class BusLink:
                 raise BrokerUnavailable(f"setting up the channel failed: {type(exc).__name__}") from exc
             raise
         self._connection, self._publisher, self._notifier = connection, publisher, notifier
+        self._established.set()
+
+    async def established(self) -> AbstractRobustConnection:
+        """The connection, once the first attempt succeeded (it reconnects by itself afterwards); for what
+        needs a channel of its own, as the watcher of task events does."""
+        await self._established.wait()
+        connection = self._connection
+        if connection is None:
+            raise BrokerUnavailable("the RabbitMQ link is closed")
+        return connection
 
     def notify(self, task_id: UUID) -> None:
         """Wake whoever watches ``task_id`` (its event log grew); dropped while disconnected (watchers also

@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from taskyard_api.bus import BusLink
 from taskyard_api.resources import Resources
 from taskyard_api.settings import ServiceSettings
+from taskyard_api.watching.watcher import Watcher
 from taskyard_common.catalog import Catalog
 from taskyard_common.store import TaskStore
 from taskyard_common.topology import Topology
@@ -47,8 +48,13 @@ async def get_service_settings(resources: ResourcesDep) -> ServiceSettings:
     return resources.settings
 
 
+async def get_watcher(resources: ResourcesDep) -> Watcher:
+    return resources.watcher
+
+
 StoreDep = Annotated[TaskStore, Depends(get_store)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 BusDep = Annotated[BusLink, Depends(get_bus)]
 TopologyDep = Annotated[Topology, Depends(get_topology)]
 SettingsDep = Annotated[ServiceSettings, Depends(get_service_settings)]
+WatcherDep = Annotated[Watcher, Depends(get_watcher)]

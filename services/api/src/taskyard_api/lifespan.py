@@ -16,6 +16,14 @@ from taskyard_common.metrics import SUBMIT_REJECTED
 log = logging.getLogger(__name__)
 
 
+def stop_watching(app: FastAPI) -> None:
+    """End every event stream and long-poll (the server is stopping): they never end by themselves, and
+    uvicorn waits for open requests before it runs the lifespan's shutdown."""
+    resources: Resources | None = getattr(app.state, "resources", None)
+    if resources is not None:
+        resources.watcher.drain()
+
+
 def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

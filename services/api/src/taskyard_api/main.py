@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import socket
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -12,14 +13,15 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from taskyard_api.gc_tuning import tune_for_serving
 from taskyard_api.http.body_limit import BodyLimitMiddleware
 from taskyard_api.http.errors import InternalErrorMiddleware, exception_handlers
 from taskyard_api.http.metrics import HttpMetricsMiddleware
 from taskyard_api.http.openapi import install_openapi
 from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
-from taskyard_api.lifespan import make_lifespan
-from taskyard_api.routes import dead_letters, health, specialists, tasks, webhooks
+from taskyard_api.lifespan import make_lifespan, stop_watching
+from taskyard_api.routes import dead_letters, events, health, specialists, tasks, webhooks
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
@@ -28,8 +30,10 @@ SERVICE = "taskyard-api"
 DESCRIPTION = """\
 Submit long-running AI agent tasks and follow them to their result.
 
-A task is accepted with **202** once it is stored and queued; poll `GET /v1/tasks/{task_id}` until its status
-is `completed` or `failed`. Every error is an RFC 9457 problem document (`application/problem+json`).
+A task is accepted with **202** once it is stored and queued; follow it with `GET /v1/tasks/{task_id}`
+(long-poll it with `?wait=` and `If-None-Match`) or its events, `GET /v1/tasks/{task_id}/events` (a page, or a
+Server-Sent Events stream with `Accept: text/event-stream`), until it is `completed` or `failed`. Every error
+is an RFC 9457 problem document (`application/problem+json`).
 A **503** on submission means the task was *not* stored: retry after `Retry-After` seconds.
 
 A task submitted with a `webhook` has its terminal status POSTed there, signed (Standard Webhooks);
@@ -85,6 +89,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     )
     app.include_router(tasks.router)
     app.include_router(webhooks.router)
+    app.include_router(events.router)
     app.include_router(dead_letters.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
@@ -125,6 +130,24 @@ def _settings(host: str | None, port: int | None) -> ServiceSettings:
     return settings
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, with the garbage collector set for serving once started (see ``gc_tuning``), and
+    ending the event streams and long-polls first when it stops: it waits for every open request before the
+    lifespan's shutdown, and a stream would keep it waiting forever."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self._app = app
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        tune_for_serving()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        stop_watching(self._app)
+        await super().shutdown(sockets)
+
+
 def serve(settings: ServiceSettings) -> None:
     """Serve until SIGTERM or SIGINT. A failed start raises its cause (a broken catalog, the database
     away), which ``run_service`` turns into the exit code."""
@@ -138,7 +161,7 @@ def serve(settings: ServiceSettings) -> None:
         lifespan="on",
     )
     try:
-        uvicorn.Server(config).run()
+        _Server(config, app).run()
     except SystemExit:
         # uvicorn logged the failed start and exits 3; the shared exit codes say why instead.
         start_error = getattr(app.state, "start_error", None)

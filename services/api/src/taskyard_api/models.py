@@ -281,3 +281,25 @@ class TaskPage(BaseModel):
 
     items: list[TaskDocument]
     next_cursor: str | None
+
+
+class TaskEventDocument(BaseModel):
+    """One entry of a task's event log (also the ``data`` of its Server-Sent Event)."""
+
+    seq: int = Field(description="Its number: from 1, one more per event, in the order they happened")
+    type: str = Field(
+        description="accepted, routed, attempt_started, llm_call, tool_call, token, retry_scheduled, resumed, "
+        "handed_back, cancel_requested, lease_expired, replayed, or a terminal status (completed, failed, "
+        "cancelled, dead_lettered)"
+    )
+    data: dict[str, Any] = Field(description="What the type says happened (see the API documentation)")
+    at: str = Field(
+        description="When it was written (RFC 3339, UTC)", json_schema_extra={"format": "date-time"}
+    )
+
+
+class TaskEventPage(BaseModel):
+    """A task's events numbered above ``after``, oldest first; pass ``next_after`` as ``after`` for the next."""
+
+    items: list[TaskEventDocument]
+    next_after: int = Field(description="The number of the last event here (``after`` again when none)")

@@ -17,6 +17,7 @@ from taskyard_api.submission.published import PublishedMarker
 from taskyard_api.submission.sweeper import Sweeper
 from taskyard_api.submission.token_batches import BatchedBuckets
 from taskyard_api.tenancy.key_cache import CachedKeys
+from taskyard_api.watching.watcher import Watcher
 from taskyard_api.webhooks.deliveries import WebhookDeliveries
 from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.store import PostgresTaskStore, TaskStore
@@ -41,6 +42,8 @@ class Resources:
     inserts: TaskInserter
     # The webhook outbox, on the task store's pool.
     deliveries: WebhookDeliveries
+    # Wakes the event streams and long-polls of a task when it changes.
+    watcher: Watcher
 
     @classmethod
     @asynccontextmanager
@@ -69,6 +72,12 @@ class Resources:
             bus.start()
             # What the API changes (a submission, a cancel, a replay) wakes whoever watches the task.
             store.on_change = bus.notify
+            # Closed before the bus link and the store it uses; closing ends every stream and long-poll.
+            watcher = Watcher(
+                store, bus, topology.events_exchange, poll_seconds=settings.api.watch_poll_seconds
+            )
+            stack.push_async_callback(watcher.close)
+            watcher.start()
             sweeper = Sweeper(
                 store,
                 bus,
@@ -91,4 +100,5 @@ class Resources:
                 published=published,
                 inserts=inserts,
                 deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                watcher=watcher,
             )

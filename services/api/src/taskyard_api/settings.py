@@ -53,6 +53,11 @@ class ApiSettings(BaseSettings):
     # Submissions per tenant, shared by every replica (a token bucket in PostgreSQL); either 0 disables it.
     rate_limit_per_second: float = Field(default=50.0, ge=0, allow_inf_nan=False)
     rate_limit_burst: int = Field(default=100, ge=0)
+    # Event streams and long-polls wake on RabbitMQ wake-ups; besides, the watched tasks are read this often
+    # (one query for all of them), so a lost wake-up only delays.
+    watch_poll_seconds: float = Field(default=2.0, gt=0, le=60)
+    # An idle event stream sends a comment line this often, so proxies keep it open and clients see it alive.
+    sse_heartbeat_seconds: float = Field(default=15.0, gt=0, le=300)
 
     @property
     def rate_limited(self) -> bool:

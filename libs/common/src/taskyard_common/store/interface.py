@@ -71,6 +71,11 @@ class TaskStore(Protocol):
 
     async def get(self, task_id: UUID) -> TaskRecord | None: ...
 
+    async def versions(self, task_ids: Sequence[UUID]) -> dict[UUID, tuple[int, datetime]]:
+        """``(event_seq, updated_at)`` of each of ``task_ids`` that exists, in one query: how a process
+        watching many tasks sees which of them changed since it last looked (absent: the task is gone)."""
+        ...
+
     async def list(
         self,
         *,

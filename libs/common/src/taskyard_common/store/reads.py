@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -16,6 +17,12 @@ class ReadQueries(PoolStore):
     async def get(self, task_id: UUID) -> TaskRecord | None:
         row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
         return to_record(row) if row else None
+
+    async def versions(self, task_ids: Sequence[UUID]) -> dict[UUID, tuple[int, datetime]]:
+        rows = await self._fetch(
+            "SELECT id, event_seq, updated_at FROM tasks WHERE id = ANY($1::uuid[])", list(task_ids)
+        )
+        return {r["id"]: (r["event_seq"], r["updated_at"]) for r in rows}
 
     async def list(
         self,

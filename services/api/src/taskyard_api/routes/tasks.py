@@ -11,8 +11,9 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
+from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep, WatcherDep
 from taskyard_api.http.cursor import encode_cursor
+from taskyard_api.http.etag import ETAG_HEADER, IfNoneMatchHeader, client_has_current, task_etag
 from taskyard_api.http.params import (
     CursorQuery,
     LimitQuery,
@@ -35,23 +36,17 @@ from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmissi
 from taskyard_api.resources import Resources
 from taskyard_api.submission.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader
 from taskyard_api.submission.submit import submit
-from taskyard_api.tenancy.auth import Principal, Reader, Submitter
+from taskyard_api.tenancy.auth import Reader, Submitter
+from taskyard_api.tenancy.owned import owned_task
+from taskyard_api.watching.long_poll import WaitQuery, wait_for_change
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import ControlMessage
-from taskyard_common.store import TaskRecord, TaskStore
 
 log = logging.getLogger(__name__)
 
 # Every route needs an API key; a key never sees another tenant's task (404, as for an unknown id).
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=problem_responses(401))
-
-
-async def _get_task(store: TaskStore, task_id: str, principal: Principal) -> TaskRecord:
-    record = await store.get(parse_task_id(task_id))
-    if record is None or not principal.owns(record.tenant):
-        raise ProblemException(NOT_FOUND("No task with this id."))
-    return record
 
 
 @router.post(
@@ -66,6 +61,7 @@ async def _get_task(store: TaskStore, task_id: str, principal: Principal) -> Tas
             "already used for the same body: the original task again, with Idempotent-Replayed: true.",
             "headers": {
                 "Location": {"description": "The task's URL", "schema": {"type": "string"}},
+                "ETag": ETAG_HEADER,
                 REPLAYED_HEADER: {
                     "description": "true when this answers an earlier request with the same Idempotency-Key",
                     "schema": {"type": "string", "enum": ["true"]},
@@ -108,13 +104,14 @@ async def submit_task(
         response.headers.update(submitted.rate_limit_headers)
         response.headers["Location"] = location
         response.headers[REPLAYED_HEADER] = "true"
+        response.headers["ETag"] = task_etag(submitted.record)
         return TaskDocument.from_record(submitted.record)
     # Serialised here rather than by FastAPI, which would validate the document again first.
     return Response(
         TaskDocument.from_record(submitted.record).model_dump_json(by_alias=True),
         status_code=202,
         media_type="application/json",
-        headers={**submitted.rate_limit_headers, "Location": location},
+        headers={**submitted.rate_limit_headers, "Location": location, "ETag": task_etag(submitted.record)},
     )
 
 
@@ -140,16 +137,48 @@ async def list_tasks(
     return TaskPage(items=[TaskDocument.from_record(r) for r in page], next_cursor=next_cursor)
 
 
-@router.get("/{task_id}", summary="Read a task", responses=problem_responses(404, 503))
-async def get_task(task_id: TaskIdPath, store: StoreDep, principal: Reader) -> TaskDocument:
-    return TaskDocument.from_record(await _get_task(store, task_id, principal))
+@router.get(
+    "/{task_id}",
+    summary="Read a task, or wait for it to change (long-poll)",
+    response_model=TaskDocument,
+    responses={
+        200: {"description": "The task", "headers": {"ETag": ETAG_HEADER}},
+        304: {
+            "description": "If-None-Match names the current version: unchanged (with wait: for that long)",
+            "headers": {"ETag": ETAG_HEADER},
+        },
+        **problem_responses(404, 422, 503),
+    },
+)
+async def get_task(
+    task_id: TaskIdPath,
+    response: Response,
+    store: StoreDep,
+    watcher: WatcherDep,
+    principal: Reader,
+    wait: WaitQuery = None,
+    if_none_match: IfNoneMatchHeader = None,
+) -> Any:
+    """With ``wait``, answer as soon as the task changes, at the latest after ``wait`` seconds: changes from
+    the version ``If-None-Match`` names (a different one answers at once), else from the current one."""
+    record = await owned_task(store, task_id, principal)
+    etag = task_etag(record)
+    if wait is not None and (if_none_match is None or client_has_current(if_none_match, etag)):
+        changed = await wait_for_change(store, watcher, record.id, etag, wait)
+        if changed is None:
+            raise ProblemException(NOT_FOUND("No task with this id."))
+        record, etag = changed, task_etag(changed)
+    if client_has_current(if_none_match, etag):
+        return Response(status_code=304, headers={"ETag": etag})
+    response.headers["ETag"] = etag
+    return TaskDocument.from_record(record)
 
 
 @router.get(
     "/{task_id}/result", summary="Read a completed task's result", responses=problem_responses(404, 409, 503)
 )
 async def get_task_result(task_id: TaskIdPath, store: StoreDep, principal: Reader) -> TaskResult:
-    record = await _get_task(store, task_id, principal)
+    record = await owned_task(store, task_id, principal)
     if record.status is not TaskStatus.COMPLETED or record.result is None:
         hint = _NO_RESULT_HINTS.get(record.status, "")
         raise ProblemException(
@@ -194,7 +223,7 @@ async def cancel_task(
     the message (no broker, no worker listening) the worker's heartbeat notices within a third of its lease.
     Cancelling a cancelled task answers 200 again; any other finished task answers 409."""
     # The owner check first: a task's tenant never changes, and another tenant's task is not found.
-    await _get_task(resources.store, task_id, principal)
+    await owned_task(resources.store, task_id, principal)
     record = await resources.store.cancel(parse_task_id(task_id))
     if record is None:
         raise ProblemException(NOT_FOUND("No task with this id."))
