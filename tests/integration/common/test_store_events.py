@@ -25,6 +25,8 @@ async def test_a_task_tells_its_story_in_order(store):
     changed: list[uuid.UUID] = []
     store.on_change = changed.append
     task = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}))
+    assert changed == [], "a new task: nobody watches it yet"
+    await store.versions([task.id], watch_seconds=60)  # now someone does
     assert await store.route(task.id, DECISION)
     await store.start(task.id, owner="w", lease_seconds=30, attempt=1)
     reply = Step(
@@ -60,7 +62,7 @@ async def test_a_task_tells_its_story_in_order(store):
     assert events["completed"].data["result"] == {"output": "42"}
     assert [e.type for e in await store.events(task.id, after=5, limit=2)] == ["token", "token"]
     assert (await store.get(task.id)).event_seq == 8
-    assert set(changed) == {task.id} and len(changed) >= 6, "every change told to on_change"
+    assert changed == [task.id] * 5, "every change of a watched task told to on_change"
 
 
 async def test_only_the_lease_owner_appends_and_the_log_is_bounded(store):
@@ -116,3 +118,19 @@ async def test_versions_say_which_of_many_tasks_changed_in_one_read(store):
     after = await store.versions([quiet.id, busy.id])
     assert after[quiet.id] == before[quiet.id]
     assert after[busy.id][0] == 2 and after[busy.id][1] > before[busy.id][1]
+
+
+async def test_only_the_changes_of_a_watched_task_wake_anyone(store):
+    changed: list[uuid.UUID] = []
+    store.on_change = changed.append
+    unwatched = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}))
+    watched = await store.create(NewTask(id=uuid.uuid4(), input="y", metadata={}))
+    await store.versions([watched.id], watch_seconds=60)
+    for task in (unwatched, watched):
+        assert await store.route(task.id, DECISION)
+        await store.start(task.id, owner="w", lease_seconds=30, attempt=1)
+        assert await store.append_events(task.id, "w", [("token", {"text": "x"})])
+        assert await store.complete(task.id, {"output": "x"}, Usage(), owner="w")
+    assert set(changed) == {watched.id} and len(changed) == 4
+    # Every event is written all the same.
+    assert [e.type for e in await store.events(unwatched.id)][-1] == "completed"

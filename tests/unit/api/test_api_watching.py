@@ -78,7 +78,9 @@ class FakeStore:
     async def get(self, task_id: UUID) -> TaskRecord | None:
         return self.row
 
-    async def versions(self, task_ids: Sequence[UUID]) -> dict[UUID, tuple[int, datetime]]:
+    async def versions(
+        self, task_ids: Sequence[UUID], *, watch_seconds: float | None = None
+    ) -> dict[UUID, tuple[int, datetime]]:
         if self.row is None or self.task_id not in task_ids:
             return {}
         return {self.task_id: (self.row.event_seq, self.row.updated_at)}

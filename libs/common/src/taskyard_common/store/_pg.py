@@ -126,10 +126,11 @@ class PoolStore:
         # events exchange, so that whoever watches the task wakes up.
         self.on_change: Callable[[UUID], None] | None = None
 
-    def _changed(self, task_id: UUID, events: int = 1) -> None:
-        """``events`` were appended to ``task_id``'s log (and committed)."""
+    def _changed(self, task_id: UUID, events: int = 1, *, watched: bool | None = True) -> None:
+        """``events`` were appended to ``task_id``'s log (and committed); ``watched``: whether someone
+        watches the task (``watched_until``), the only case ``on_change`` is told (None: unknown, told)."""
         TASK_EVENTS.inc(events)
-        if self.on_change is not None:
+        if self.on_change is not None and watched is not False:
             self.on_change(task_id)
 
     @property

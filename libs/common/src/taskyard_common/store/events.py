@@ -55,8 +55,9 @@ def logged(
     """``UPDATE <target> SET <set_clause> <rest>`` (``rest``: ``[FROM ...] WHERE ...``), plus its event:
     ``event`` and ``data`` are SQL over the changed row ``c`` (the values after the update); a terminal
     status also writes the task's webhook delivery. Selects ``returning`` (over ``c``) from the changed
-    rows, as the plain UPDATE's RETURNING would."""
+    rows, as the plain UPDATE's RETURNING would, and ``_watched`` (whether anyone watches the task)."""
     alias = target.split()[-1]
+    returning = f"{returning}, COALESCE(c.watched_until > clock_timestamp(), false) AS _watched"
     ctes = [
         f"changed AS (UPDATE {target} SET {set_clause}, event_seq = {alias}.event_seq + 1 {rest}"
         f" RETURNING {alias}.*)",
@@ -83,13 +84,15 @@ class TaskEvent(BaseModel):
 
 # $1 task, $2 owner, $3 types, $4 data (JSON texts), $5 the most events a task may have.
 _APPEND = (
-    "WITH held AS (SELECT id, event_seq FROM tasks WHERE id = $1 AND status = 'running' AND lease_owner = $2"
+    "WITH held AS (SELECT id, event_seq, COALESCE(watched_until > clock_timestamp(), false) AS watched FROM tasks"
+    " WHERE id = $1 AND status = 'running' AND lease_owner = $2"
     " AND event_seq + cardinality($3::text[]) <= $5 FOR UPDATE),"
     " bumped AS (UPDATE tasks SET event_seq = tasks.event_seq + cardinality($3::text[]) FROM held"
     " WHERE tasks.id = held.id RETURNING held.event_seq AS base)"
     " INSERT INTO task_events (task_id, seq, type, data)"
     " SELECT $1, bumped.base + e.n, e.type, e.data::jsonb FROM bumped,"
-    " unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(type, data, n) RETURNING seq"
+    " unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(type, data, n)"
+    " RETURNING seq, (SELECT watched FROM held) AS watched"
 )
 
 
@@ -110,7 +113,7 @@ class EventQueries(PoolStore):
             MAX_EVENTS_PER_TASK,
         )
         if rows:
-            self._changed(task_id, len(rows))
+            self._changed(task_id, len(rows), watched=rows[0]["watched"])
         return bool(rows)
 
     async def events(self, task_id: UUID, *, after: int = 0, limit: int = 100) -> builtins.list[TaskEvent]:

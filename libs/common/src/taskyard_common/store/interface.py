@@ -71,9 +71,12 @@ class TaskStore(Protocol):
 
     async def get(self, task_id: UUID) -> TaskRecord | None: ...
 
-    async def versions(self, task_ids: Sequence[UUID]) -> dict[UUID, tuple[int, datetime]]:
+    async def versions(
+        self, task_ids: Sequence[UUID], *, watch_seconds: float | None = None
+    ) -> dict[UUID, tuple[int, datetime]]:
         """``(event_seq, updated_at)`` of each of ``task_ids`` that exists, in one query: how a process
-        watching many tasks sees which of them changed since it last looked (absent: the task is gone)."""
+        watching many tasks sees which of them changed since it last looked (absent: the task is gone).
+        ``watch_seconds``: also mark them watched that long, so their changes publish wake-ups."""
         ...
 
     async def list(

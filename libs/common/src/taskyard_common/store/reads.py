@@ -12,16 +12,32 @@ from taskyard_common.lifecycle import WAITING, TaskStatus, sql_in
 from taskyard_common.store._pg import COLUMNS, PoolStore, to_record
 from taskyard_common.store.records import Cursor, TaskRecord, WaitingAges
 
+# Mark the tasks watched (when less than half the time is left), then read their versions.
+_WATCH = (
+    "WITH renewed AS (UPDATE tasks SET watched_until = clock_timestamp() + make_interval(secs => $2)"
+    " WHERE id = ANY($1::uuid[]) AND (watched_until IS NULL"
+    " OR watched_until < clock_timestamp() + make_interval(secs => $2 / 2)) RETURNING id)"
+    " SELECT id, event_seq, updated_at FROM tasks WHERE id = ANY($1::uuid[])"
+)
+
 
 class ReadQueries(PoolStore):
     async def get(self, task_id: UUID) -> TaskRecord | None:
         row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
         return to_record(row) if row else None
 
-    async def versions(self, task_ids: Sequence[UUID]) -> dict[UUID, tuple[int, datetime]]:
-        rows = await self._fetch(
-            "SELECT id, event_seq, updated_at FROM tasks WHERE id = ANY($1::uuid[])", list(task_ids)
-        )
+    async def versions(
+        self, task_ids: Sequence[UUID], *, watch_seconds: float | None = None
+    ) -> dict[UUID, tuple[int, datetime]]:
+        """The (event_seq, updated_at) of many tasks; with ``watch_seconds``, also mark them watched for
+        that long (renewed once less than half of it is left: a row is rewritten rarely, not every read), so
+        their changes publish wake-ups."""
+        if watch_seconds is None:
+            rows = await self._fetch(
+                "SELECT id, event_seq, updated_at FROM tasks WHERE id = ANY($1::uuid[])", list(task_ids)
+            )
+        else:
+            rows = await self._fetch(_WATCH, list(task_ids), watch_seconds)
         return {r["id"]: (r["event_seq"], r["updated_at"]) for r in rows}
 
     async def list(

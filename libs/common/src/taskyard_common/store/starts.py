@@ -83,16 +83,15 @@ class StartQueries(PoolStore):
         if not attempts:
             return {}
         rows = await self._fetch(START_MANY, list(attempts), list(attempts.values()), owner, lease_seconds)
-        started = {row["id"]: to_record(row) for row in rows}
-        for task_id in started:
-            self._changed(task_id)
-        return started
+        for row in rows:
+            self._changed(row["id"], watched=row["_watched"])
+        return {row["id"]: to_record(row) for row in rows}
 
     async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
         # One round trip for the usual case instead of four (BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT).
         fast = await self._fetchrow(START, task_id, owner, attempt, lease_seconds)
         if fast is not None:
-            self._changed(task_id)
+            self._changed(task_id, watched=fast["_watched"])
             return StartResult(StartOutcome.STARTED, to_record(fast))
         result = await self._start_locked(task_id, owner=owner, lease_seconds=lease_seconds, attempt=attempt)
         if result.outcome in (StartOutcome.STARTED, StartOutcome.CANCELLED, StartOutcome.EXPIRED):

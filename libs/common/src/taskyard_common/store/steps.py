@@ -40,7 +40,8 @@ RECORD_STEPS = (
     " FROM added GROUP BY task_id),"
     " bumped AS (UPDATE tasks SET checkpoint_bytes = checkpoint_bytes + sizes.total,"
     f" usage = {add_usage('sizes.used')}, event_seq = event_seq + sizes.n FROM sizes"
-    " WHERE tasks.id = sizes.task_id RETURNING tasks.id, tasks.event_seq - sizes.n AS base),"
+    " WHERE tasks.id = sizes.task_id"
+    " RETURNING tasks.id, tasks.event_seq - sizes.n AS base, COALESCE(tasks.watched_until > clock_timestamp(), false) AS watched),"
     " logged AS (INSERT INTO task_events (task_id, seq, type, data)"
     " SELECT a.task_id, b.base + row_number() OVER (PARTITION BY a.task_id ORDER BY a.step, a.call_id <> '',"
     " a.call_id),"
@@ -50,7 +51,7 @@ RECORD_STEPS = (
     " ELSE jsonb_build_object('step', a.step, 'name', s.name, 'ok', a.ok, 'call_id', a.call_id) END"
     " FROM added a JOIN bumped b ON b.id = a.task_id"
     " JOIN s ON s.task_id = a.task_id AND s.step = a.step AND s.call_id = a.call_id)"
-    " SELECT id FROM bumped"
+    " SELECT id, watched FROM bumped"
 )
 # The lease check again for the tasks whose steps were all known already (nothing added, nothing updated).
 _HELD = "SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND status = 'running' AND lease_owner = $2"
@@ -81,8 +82,8 @@ class StepQueries(PoolStore):
             [s.latency_ms for s in steps],
         )
         held = {row["id"] for row in rows}
-        for task_id in held:
-            self._changed(task_id, sum(1 for s in steps if s.task_id == task_id))
+        for row in rows:
+            self._changed(row["id"], sum(1 for s in steps if s.task_id == row["id"]), watched=row["watched"])
         rest = {s.task_id for s in steps} - held
         if rest:
             held |= {row["id"] for row in await self._fetch(_HELD, list(rest), owner)}

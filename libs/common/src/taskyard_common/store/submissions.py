@@ -20,7 +20,7 @@ class SubmissionQueries(PoolStore):
         row = await self._fetchrow(INSERT_TASK, *insert_args(task))
         if row is None:  # an INSERT ... RETURNING always returns its row
             raise RuntimeError(f"task {task.id} was not inserted")
-        self._changed(task.id)
+        self._changed(task.id, watched=False)  # born a moment ago: nobody watches it yet
         return to_record(row)
 
     async def create_many(self, tasks: Sequence[NewTask]) -> list[TaskRecord]:

@@ -171,11 +171,11 @@ APPEND_ATTEMPT_LOG = logged(
 
 
 class TransitionQueries(StartQueries, PoolStore):
-    def _applied(self, task_id: UUID, row: object) -> bool:
+    def _applied(self, task_id: UUID, row: Any) -> bool:
         """Whether the transition applied; if so its event is written: tell ``on_change``."""
         if row is None:
             return False
-        self._changed(task_id)
+        self._changed(task_id, watched=row["_watched"])
         return True
 
     async def route(

@@ -5,7 +5,9 @@ Whoever changes a task publishes a wake-up on the events exchange, routing key t
 while at least one stream or long-poll here watches that task and unbound when the last one leaves, so the
 exchange drops the wake-ups of every other task. A wake-up only says "look again": the waiter reads the store.
 
-Wake-ups can be lost (RabbitMQ away, a publisher that lost its connection), so every
+Writers publish a task's wake-ups only while it is marked watched (``watched_until``): the poll below marks
+every watched task (renewing the mark when half of it is left), and the check of a new binding marks it at
+once. Wake-ups can be lost (RabbitMQ away, a publisher that lost its connection), so every
 ``TASKYARD_API_WATCH_POLL_SECONDS`` the watcher also reads the version (``event_seq``, ``updated_at``) of every
 watched task in one query and wakes the waiters that have not seen it yet: a lost wake-up only delays, and an
 idle waiter costs no query of its own. A new binding is checked the same way at once, for a change made
@@ -42,6 +44,9 @@ _BROKER_TIMEOUT_SECONDS = 5.0
 _RETRY_SECONDS = 1.0
 # Versions read per query: bounds one statement however many tasks this process watches.
 _POLL_CHUNK = 1000
+# A watched task is marked so (``watched_until``) for at least this long, renewed by the polls: its
+# writers publish wake-ups only while it is marked.
+_MARK_SECONDS = 60.0
 _BROKER_ERRORS = (OSError, TimeoutError, RuntimeError, BrokerUnavailable, aiormq.exceptions.AMQPError)
 
 Version = tuple[int, datetime]
@@ -106,6 +111,8 @@ class Watcher:
         self._bus = bus
         self._exchange = exchange
         self._poll_seconds = poll_seconds
+        # Several polls' worth: a mark never runs out between two renewals.
+        self._mark_seconds = max(_MARK_SECONDS, 4 * poll_seconds)
         self._watches: dict[UUID, set[Watch]] = {}
         # The task ids bound to the queue (as far as the broker said so).
         self._bound: set[UUID] = set()
@@ -270,7 +277,8 @@ class Watcher:
         for start in range(0, len(task_ids), _POLL_CHUNK):
             chunk = task_ids[start : start + _POLL_CHUNK]
             try:
-                versions = await self._store.versions(chunk)
+                # Marked watched too (the writers of a task publish wake-ups only while it is).
+                versions = await self._store.versions(chunk, watch_seconds=self._mark_seconds)
             except StoreUnavailable as exc:
                 log.debug("watched tasks not checked: %s", exc)
                 return
