@@ -1,0 +1,129 @@
+"""The profile findings docs/benchmarks.md keeps from one run to the next: what was measured, what changed."""
+
+PIPELINE_FINDINGS = """\
+### Pipeline: broker agent and worker
+
+- **Where a worker's time went** (no-op, 100 in flight): half in the LLM call (the openai SDK and
+  httpx/httpcore: building the request, walking every parameter against its type hints, the connection
+  pool), a quarter in the store (`start` was a transaction of four round trips: BEGIN, SELECT ... FOR UPDATE,
+  UPDATE, COMMIT; `complete` one), the rest AMQP, decoding, bookkeeping. At concurrency 500 (io) a fifth
+  went to httpcore's pool, which walks every connection it holds, probing each idle socket, on each request
+  and each response, O(n) per call, and which kept only 100 connections alive, so each wave reopened 400.
+- **Round trips per task**, explicit specialist, not counting the pool's reset on release (gone too, see
+  the submit path's changes): broker agent 2 statements (read the task, record the decision) → 1
+  (`route`: one conditional update that also checks the deadline and returns the limits; the task is read
+  only when it does not apply); worker 5 (start's transaction of 4, complete) → 1 per burst of deliveries
+  plus 1 (`start_many` starts every task that arrived in the same turn of the event loop in one statement,
+  rows locked in id order with SKIP LOCKED so concurrent batches never deadlock; anything it does not start
+  takes `start`'s full path, so every outcome is unchanged), then `complete`. Publishes per task unchanged
+  and already pipelined: one confirmed publish (the broker agent's, many in flight on one channel) and two
+  acks; no channel per message.
+- **LLM client**: a pool of clients of 32 connections each, sized for the specialist's concurrency, all
+  kept alive, each call on the least busy client; the call goes through the SDK's generic `post` with the
+  body already in wire form, skipping `create`'s per-parameter transformation (a quarter of the client's
+  CPU per call). Errors, auth and parsing are still the SDK's.
+- **Measured** (A/B back to back, the same tree without these changes, 2 shared cores, load 3-7): io
+  2.42x and 2.47x ideal, 471 and 474 in flight → 1.99x and 1.80x, 500 in flight; the worker's CPU for the
+  1,000 tasks 4.3 s → 2.9-3.1 s (startup included); no-op worker CPU per task 3.0 → 2.6 ms, no-op p50
+  983 → 146 ms (p99 3.4 → 1.1 s) at the same throughput, which the submit side bounds on such a machine.
+- **Not the bottleneck**: the development LLM server (0.4-0.6 ms of CPU per request, idle two thirds of the
+  time in the no-op run), JSON (pydantic's Rust encoder and decoder), logging, metrics, prefetch (the
+  worker's is its concurrency, the broker agent's 64, and its confirms are awaited concurrently).
+- **LLM transport: aiohttp** (`openai[aiohttp]`, the SDK's `DefaultAioHttpClient`, same limits; errors still
+  the SDK's, a refused connection now `APITimeoutError` instead of `APIConnectionError`, transient either
+  way). CPU per call to the dev LLM (N calls, one process): 0.86 → 0.47 ms at 32 in flight, 0.74 → 0.53
+  ms one at a time, 2.8 → 0.6 ms at 500 on one pool. A/B back to back, CPU from `/proc` per process, a CI
+  run sharing the machine: no-op (both rows, 10,000 tasks, startup included) worker 23.3 and 24.7 s →
+  20.3 and 19.4 s (2.4 → 2.0 ms per task; once the machine was quieter 19.6 → 16.7 s), dev LLM 4.7 →
+  4.2 s, the rest unchanged; io worker 3.7 → 2.4 s for the 1,000 tasks, 1.61x → 1.40x ideal. Tried and
+  left out, no difference beyond the noise: completing a loop turn's tasks in one statement like
+  `start_many` (worker + PostgreSQL, no-op 22.7 s without, 24.5 and 22.0 s with; io 2.6 and 2.7 s: a
+  no-op's completions rarely share a turn), uvloop in the worker (16.0-17.8 s against 15.6-19.0 s).
+- **The no-op scenario's own load generator**: it posted from an `httpx.AsyncClient` inside the
+  benchmark process, which costs about as much CPU per request as the API serving it, on the same two
+  cores. Switched to the submit path's lean generator in its own process: explicit specialist 209 → 410/s
+  and 377/s, LLM routing 203 → 351/s and 331/s (two runs each, back to back, quiet machine); tasks now
+  queue behind the pipeline instead of behind the client, so their latency grew (p50 48 ms → 1.3-4.4 s).
+  Tried and left out: a second worker process, as Celery's prefork pool has one per core (315/s against
+  377/s in the same run: on two cores the pipeline is bound by total CPU, not by one process).
+- **What is left**: after the change, py-spy on the no-op worker: the openai SDK (request building,
+  parsing) 28% of its samples, aiohttp 17%, asyncpg 20% (15% in sending on loopback, where the kernel does
+  the receiving side's work in the sender's call), aiormq 13%.
+"""
+
+
+# What py-spy showed on the submit path (scenario 5), and what changed; CPU per request from /proc.
+SUBMIT_FINDINGS = """\
+### Submit path (`POST /v1/tasks`)
+
+Profiled with py-spy (`record -r 250`, raw stacks) on the API process under 32 closed-loop clients, CPU per
+request read from `/proc` for the API, PostgreSQL, RabbitMQ and the load generator.
+
+- **The collapse past 8 clients was mostly the load generator.** The first harness drove the API from one
+  `httpx.AsyncClient` in the benchmark process: it spent about as much CPU per request as the API and got
+  slower per request as its pool grew, on the same two cores. With a bare keep-alive generator in its own
+  process (`bench/http_load.py`, ~0.05 ms CPU per request) the same unchanged API gave 449/s at 1 client,
+  656/s at 8, 660/s at 32 and 507/s at 64 (instead of 245, 573, 354, 161). What remained of the fall at 64
+  clients was queueing on the 10-connection database pool behind two statements and two pool resets per
+  submission.
+- **Where the API's CPU went** (unchanged code): FastAPI ran the plain-`def` dependencies in a worker thread
+  (`run_in_threadpool` and thread wake-ups, ~7-10%); the pure-Python event loop and HTTP parser (asyncio +
+  h11, ~15%); four database round trips per submission, since asyncpg's pool sends a reset query
+  (`pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`) on every release; `wait_for` of the pool's
+  acquire timeout, a task per acquire on Python 3.11; FastAPI validating the returned document again before
+  serialising it; `Counter.labels()` per request; FastAPI's native OpenTelemetry checking the global
+  providers (reading the environment) on every request although none is configured (3-4%). And a second
+  commit per submission: the `published_at` UPDATE after the confirm.
+- **Changes**: uvloop + httptools (picked up by uvicorn); async dependencies; a no-op pool reset (asyncpg
+  still rolls back an open transaction); `asyncio.timeout` around acquire and release; concurrent
+  submissions inserted together (one `INSERT ... SELECT FROM unnest(...)` and one commit for what arrived
+  while the previous insert ran; a lone request is inserted at once); `published_at` written behind the 202
+  in batches (`UPDATE ... WHERE id = ANY($1)` within 50 ms; a lost batch only means the sweeper announces
+  the task once more, and routing applies once; idempotent submissions are still marked before their
+  answer); the 202 document serialised once; metric children cached; FastAPI's native telemetry off. With
+  the production defaults: API-key look-ups cached 5 s per process (`TASKYARD_API_AUTH_CACHE_SECONDS`, the
+  revocation delay; 0 turns it off), and a tenant's concurrent submissions take their rate-limit tokens in
+  one statement.
+- **Effect**, A/B against the previous code in the same conditions (the machine shared with other work,
+  1-min load 6-12): the API's CPU per request at 8-64 clients from 0.95-1.4 ms to 0.5-0.8 ms (about 1.8x
+  less), PostgreSQL's from ~0.4-0.5 ms to ~0.1-0.35 ms; with authentication and the rate limit on, the API's
+  from 1.2-1.8 ms to 0.7-0.8 ms and PostgreSQL's from 0.7-1.4 ms to 0.4-0.6 ms. RabbitMQ's share (quorum
+  queue, persistent, confirmed, ~0.2-0.4 ms) is unchanged. On a loaded machine the wall-clock figures are set
+  by the scheduling delays of four processes more than by any one's CPU.
+- **What is left**: FastAPI's dependency solving and request/response plumbing are now the largest share of
+  the API's CPU (~25%), aio-pika's publish path ~10%.
+- **Open event streams and the garbage collector** (issue 13). With 500 idle Server-Sent Events streams open,
+  the 32-client closed loop kept its CPU per request (0.82 → 0.89 ms; an idle stream does no work: its
+  task's version is checked with all the others in one query every 2 s) but its p99 went from 88-93 ms to
+  151-155 ms on the shared machine. The cause was not CPU but pauses: an open stream holds about 250 objects
+  the collector tracks (the coroutines, closures and tasks of every middleware layer), 500 of them took the
+  process from ~82,000 to ~192,000, and each full collection (several in a 5-s window, set off by the
+  objects of requests in flight surviving young collections) stopped the loop for 40-75 ms instead of
+  ~30 ms (`gc.callbacks`). Change: once started, the API freezes what exists (`gc.freeze()`: ~80,000
+  objects never walked again) and runs a full collection after 100 middle-generation collections instead
+  of 10 (`taskyard_api/gc_tuning.py`). A/B in the same process, alternating: without streams p99 43-56 ms,
+  with 500 streams 46-54 ms, the difference lost in the machine's noise; full collections no longer fall
+  in the window. The streams are measured 2 s after the last one opened: opening 500 (a submission, a
+  read, a broker binding each) is a burst of its own.
+"""
+
+DURABILITY_FINDINGS = """\
+### Durable runs, the event log and wake-ups (issues 11 to 13)
+
+- **What a task costs the store now**, explicit specialist, one LLM call: the submission's INSERT also
+  writes the `accepted` event; routing, the start (per burst) and the completion each write their event in
+  their own statement (`store/events.py`: one round trip each, as before); the final answer is checkpointed
+  (`record_steps`, batched per turn of the event loop) before `complete`: one more round trip per burst of
+  answers, and one more `task_steps` row and `llm_call` event per step.
+- **Wake-ups**: publishing a wake-up on the events exchange for every change cost the no-op run 10-15%
+  (publishes nobody listened to, on the same two cores as RabbitMQ): 248 → 286/s explicit with them
+  switched off. Now a change publishes only while its task is watched (`watched_until`, set and renewed by
+  the API's watcher), so unwatched tasks cost nothing there.
+- **A/B back to back** (this machine, alternating the tree before issue 11, 8b85642, with this one, two
+  rounds, `--only noop --only io`): before 313 and 308/s explicit, 276 and 277/s LLM routing, io 2.93 and
+  2.91 s; with durable runs and the event log but wake-ups for every change 248 and 238/s, 229 and 228/s,
+  3.23 and 3.21 s; with wake-ups for watched tasks only 277-299/s explicit, 254-267/s LLM routing, io
+  3.12 s. After issue 12 alone (checkpoints, in-step retries) io was 3.01 s against 2.97 s (+1.3%).
+- **Tried and left out**: dropping the event log's foreign key to `tasks` (290 and 263/s without it against
+  299 and 267/s with it in the same pair of runs: noise).
+"""
