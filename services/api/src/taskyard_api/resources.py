@@ -18,6 +18,7 @@ from taskyard_api.submission.sweeper import Sweeper
 from taskyard_api.submission.token_batches import BatchedBuckets
 from taskyard_api.tenancy.key_cache import CachedKeys
 from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
@@ -66,6 +67,10 @@ class Resources:
             bus.start()
             # What the API changes (a submission, a cancel, a replay) wakes whoever watches the task.
             store.on_change = bus.notify
+            # A cancel may settle a group (announce nothing while the broker is away: the sweeper does).
+            follow_ups = FollowUpAnnouncer(lambda: bus.publisher, topology, store)
+            stack.push_async_callback(follow_ups.close)
+            store.on_follow_up = follow_ups
             sweeper = Sweeper(
                 store,
                 bus,
