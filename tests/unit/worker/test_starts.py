@@ -47,6 +47,7 @@ RESULTS = {
     StartOutcome.CANCELLED: StartResult(StartOutcome.CANCELLED),
     StartOutcome.NOT_ROUTED: StartResult(StartOutcome.NOT_ROUTED),
     StartOutcome.UNKNOWN: StartResult(StartOutcome.UNKNOWN),
+    StartOutcome.WAITING: StartResult(StartOutcome.WAITING),
 }
 FINISH_EXPIRED = Finish(
     "expired", TaskStatus.FAILED, "its deadline passed before it started; failed as expired"
@@ -54,6 +55,7 @@ FINISH_EXPIRED = Finish(
 FINISH_CANCELLED = Finish("cancelled", TaskStatus.CANCELLED, "cancelled before it started")
 FINISH_DUPLICATE = Finish("duplicate", None, "finished; acknowledging without running")
 FINISH_UNKNOWN = Finish("unknown", None, "unknown; acknowledging without running")
+FINISH_WAITING = Finish("waiting", None, "it waits for its delegated tasks; acknowledging without running")
 # The first answer to a delivery, from each queue, the worker running normally.
 EXPECTED: dict[tuple[StartOutcome, Source], StartDecision] = {
     (StartOutcome.STARTED, Source.MAIN): Run(RECORD),
@@ -70,6 +72,8 @@ EXPECTED: dict[tuple[StartOutcome, Source], StartDecision] = {
     (StartOutcome.NOT_ROUTED, Source.QUARANTINE): Defer(1, "its routing is not committed yet"),
     (StartOutcome.UNKNOWN, Source.MAIN): FINISH_UNKNOWN,
     (StartOutcome.UNKNOWN, Source.QUARANTINE): FINISH_UNKNOWN,
+    (StartOutcome.WAITING, Source.MAIN): FINISH_WAITING,
+    (StartOutcome.WAITING, Source.QUARANTINE): FINISH_WAITING,
 }
 
 

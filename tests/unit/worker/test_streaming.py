@@ -11,7 +11,7 @@ from uuid import UUID, uuid4
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from taskyard_worker.runtime import _reply_message, _usage
+from taskyard_worker.llm_calls import reply_of, usage_of
 from taskyard_worker.streaming import ChunkAccumulator, accumulate
 from taskyard_worker.tokens import TokenStream
 
@@ -55,9 +55,9 @@ def test_content_deltas_make_the_answer_and_the_last_chunk_its_usage():
     accumulator = ChunkAccumulator()
     assert [accumulator.add(c) for c in chunks] == ["", "Queues", " decouple", " services.", "", ""]
     completion = accumulator.completion()
-    assert _reply_message(completion) == {"role": "assistant", "content": "Queues decouple services."}
+    assert reply_of(completion) == {"role": "assistant", "content": "Queues decouple services."}
     assert completion.choices[0].finish_reason == "stop"
-    assert _usage(completion).model_dump() == USAGE
+    assert usage_of(completion).model_dump() == USAGE
     assert (completion.id, completion.model, completion.object) == ("c1", "m", "chat.completion")
 
 
@@ -74,7 +74,7 @@ def test_tool_call_deltas_are_joined_by_index_even_interleaved():
     accumulator = ChunkAccumulator()
     assert [accumulator.add(c) for c in chunks] == [""] * len(chunks)
     assert accumulator.has_tool_calls
-    assert _reply_message(accumulator.completion()) == {
+    assert reply_of(accumulator.completion()) == {
         "role": "assistant",
         "content": None,
         "tool_calls": [
@@ -100,13 +100,13 @@ def test_text_before_a_tool_call_stays_the_reply_content_as_a_whole_reply_has_it
             chunk({}, "tool_calls"),
         ]
     )
-    assert _reply_message(completion)["content"] == "Let me compute."
+    assert reply_of(completion)["content"] == "Let me compute."
 
 
 def test_no_usage_chunk_counts_zero_tokens_and_a_refusal_is_the_answer():
     completion = accumulate([chunk({"refusal": "I can"}), chunk({"refusal": "not."}), chunk({}, "stop")])
-    assert _usage(completion).total_tokens == 0
-    assert _reply_message(completion) == {"role": "assistant", "content": "I cannot."}
+    assert usage_of(completion).total_tokens == 0
+    assert reply_of(completion) == {"role": "assistant", "content": "I cannot."}
 
 
 def test_an_unfinished_stream_has_no_finish_reason_and_an_odd_one_reads_as_stop():

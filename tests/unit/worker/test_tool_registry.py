@@ -33,7 +33,8 @@ async def test_no_tools() -> None:
 
 def test_unknown_tool_is_refused_before_anything_is_built() -> None:
     with pytest.raises(
-        UnknownToolError, match=r"unknown tools \['shell'\]; available tools: \['calculator', 'http_fetch'\]"
+        UnknownToolError,
+        match=r"unknown tools \['shell'\]; available tools: \['calculator', 'delegate', 'http_fetch'\]",
     ):
         ToolRegistry.build(["calculator", "shell"], WorkerSettings())
 

@@ -21,6 +21,7 @@ class TaskStatus(StrEnum):
     QUEUED = "queued"  # routed to a specialist queue
     RUNNING = "running"  # a worker holds a lease on it
     RETRYING = "retrying"  # a transient failure; the next attempt waits in a delay queue
+    WAITING = "waiting"  # it delegated work to child tasks and waits for them, holding nothing
     COMPLETED = "completed"
     FAILED = "failed"
     DEAD_LETTERED = "dead_lettered"  # the broker gave up on its message (see the dead-letter API)
@@ -40,8 +41,10 @@ NON_TERMINAL = frozenset(set(S) - TERMINAL)
 ROUTABLE = frozenset({S.PENDING})
 # What a worker may start without looking further (a running task with a dead lease takes the slow path).
 STARTABLE = frozenset({S.QUEUED, S.RETRYING})
-# Not started yet: a cancel finishes these at once; a running one is asked to stop.
+# Not started yet (expire applies to these).
 NOT_STARTED = frozenset({S.PENDING, S.QUEUED, S.RETRYING})
+# Holding no worker: a cancel finishes these at once; a running one is asked to stop.
+CANCELLABLE_AT_ONCE = NOT_STARTED | {S.WAITING}
 # Waiting for a queue's consumer (the oldest-waiting metric); a retrying task once its delay is over.
 WAITING = frozenset({S.PENDING, S.QUEUED})
 # What the intake handler may still fail after routing attempts ran out: a worker has not started it.
@@ -58,17 +61,24 @@ def sql_in(statuses: Iterable[TaskStatus]) -> str:
 class Transition:
     """One way a task's status changes: from which statuses, to which, and who does it."""
 
-    name: str  # the store method that performs it
+    name: str  # the store method that performs it (unless ``part_of`` says whose statement does)
     sources: frozenset[TaskStatus]
     targets: tuple[TaskStatus, ...]
     by: str  # the component that calls it
     when: str  # what happened
+    # Not a method of its own: part of the statement of another task's transition.
+    part_of: str | None = None
 
 
 def _t(
-    name: str, sources: Iterable[TaskStatus], targets: Iterable[TaskStatus], by: str, when: str
+    name: str,
+    sources: Iterable[TaskStatus],
+    targets: Iterable[TaskStatus],
+    by: str,
+    when: str,
+    part_of: str | None = None,
 ) -> Transition:
-    return Transition(name, frozenset(sources), tuple(targets), by, when)
+    return Transition(name, frozenset(sources), tuple(targets), by, when, part_of)
 
 
 # In lifecycle order. ``create`` has no source: the row is born pending.
@@ -106,11 +116,27 @@ TRANSITIONS: tuple[Transition, ...] = (
     ),
     _t("release", (S.RUNNING,), (S.QUEUED,), "worker (lease owner)", "hand-back on shutdown, not charged"),
     _t(
+        "delegate",
+        (S.RUNNING,),
+        (S.WAITING,),
+        "worker (lease owner)",
+        "the agent delegated work to child tasks; lease released, message settled, no slot held",
+    ),
+    _t(
+        "resume",
+        (S.WAITING,),
+        (S.QUEUED,),
+        "the last child's terminal transition",
+        "every child it waits for is terminal; their outcomes are recorded as its tool results",
+        part_of="a child's complete, fail, expire, cancel, cancel_running, reclaim or dead_letter",
+    ),
+    _t(
         "cancel",
-        NOT_STARTED | {S.RUNNING},
+        CANCELLABLE_AT_ONCE | {S.RUNNING},
         (S.CANCELLED, S.RUNNING),
         "API",
-        "cancellation requested: not started → cancelled; running → cancel requested (stays running)",
+        "cancellation requested: not started or waiting → cancelled; running → cancel requested (stays"
+        " running); its child tasks are cancelled with it",
     ),
     _t(
         "cancel_running",

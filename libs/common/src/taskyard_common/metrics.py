@@ -145,6 +145,9 @@ LLM_STEP_RETRIES = Counter(
     "LLM calls retried inside an agent step (server error, timeout, connection error) without charging an attempt",
     ["specialist", "reason"],
 )
+TASKS_DELEGATED = Counter(
+    "taskyard_tasks_delegated_total", "Child tasks a worker's agents delegated work to", ["specialist"]
+)
 TASK_EVENTS = Counter(
     "taskyard_task_events_total",
     "Events this process appended to task event logs (transitions, LLM and tool calls, streamed tokens)",
@@ -194,7 +197,7 @@ def init_worker_labels(specialist: str) -> None:
     for reason in RETRY_REASONS:
         TASK_RETRIES.labels(specialist, reason)
     MESSAGES_QUARANTINED.labels(specialist)
-    for counter in (TASK_HAND_BACKS, TASK_EARLY_SETTLES, TASK_RESUMES):
+    for counter in (TASK_HAND_BACKS, TASK_EARLY_SETTLES, TASK_RESUMES, TASKS_DELEGATED):
         counter.labels(specialist)
     for reason in STEP_RETRY_REASONS:
         LLM_STEP_RETRIES.labels(specialist, reason)

@@ -35,10 +35,17 @@ class DevLlm:
         return f"test-{uuid.uuid4().hex[:10]}"
 
     async def script(
-        self, model: str, steps: list[dict[str, Any]], *, repeat_last: bool = False, by_turn: bool = False
+        self,
+        model: str,
+        steps: list[dict[str, Any]],
+        *,
+        repeat_last: bool = False,
+        by_turn: bool = False,
+        when: str | None = None,
     ) -> None:
-        """Queue ``steps`` for ``model``; ``by_turn``: answer the step of the conversation's turn instead."""
-        body = {"steps": steps, "repeat_last": repeat_last, "by_turn": by_turn}
+        """Queue ``steps`` for ``model``; ``by_turn``: answer the step of the conversation's turn instead,
+        for the conversations whose first user message contains ``when`` (None: all)."""
+        body = {"steps": steps, "repeat_last": repeat_last, "by_turn": by_turn, "when": when}
         async with httpx.AsyncClient() as client:
             response = await client.post(f"{self.root}/_control/scripts/{model}", json=body)
             response.raise_for_status()

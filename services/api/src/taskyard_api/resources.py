@@ -20,6 +20,7 @@ from taskyard_api.tenancy.key_cache import CachedKeys
 from taskyard_api.watching.watcher import Watcher
 from taskyard_api.webhooks.deliveries import WebhookDeliveries
 from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
@@ -78,6 +79,10 @@ class Resources:
             )
             stack.push_async_callback(watcher.close)
             watcher.start()
+            # A cancel may settle a group (announce nothing while the broker is away: the sweeper does).
+            follow_ups = FollowUpAnnouncer(lambda: bus.publisher, topology, store)
+            stack.push_async_callback(follow_ups.close)
+            store.on_follow_up = follow_ups
             sweeper = Sweeper(
                 store,
                 bus,

@@ -55,6 +55,7 @@ class Sweep:
     dead_lettered: list[UUID] = field(default_factory=list)
     republished: list[UUID] = field(default_factory=list)
     unsent: int = 0
+    groups_settled: int = 0
 
 
 class Reaper:
@@ -100,7 +101,8 @@ class Reaper:
             )
 
     async def sweep(self) -> Sweep:
-        """One round: retry failed publishes, reclaim expired leases, re-publish stale requeued tasks."""
+        """One round: retry failed publishes, reclaim expired leases, re-publish stale requeued tasks, settle
+        overdue groups."""
         done = Sweep()
         await self._retry_unsent(done)
         for task in await self._store.expired_leases(limit=self._batch):
@@ -110,6 +112,10 @@ class Reaper:
             work = work_message(task)
             if work is not None and task.id not in self._unsent and await self._send(work):
                 done.republished.append(task.id)
+        # Groups whose last child ended in a process that died before settling them (idempotent).
+        for group_id in await self._store.unsettled_groups(limit=self._batch):
+            await self._store.settle_group(group_id)
+            done.groups_settled += 1
         done.unsent = len(self._unsent)
         return done
 

@@ -21,6 +21,7 @@ from taskyard_broker_agent.webhooks.outbox import Outbox
 from taskyard_common.amqp import Publisher, connect, server_version
 from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.event_bus import EventNotifier
+from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.health import HealthServer, ReadyCheck
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.store.webhook_secrets import WebhookSecretStore
@@ -88,6 +89,11 @@ class Resources:
             notifier = await EventNotifier.open(await connection.channel(), topology.events_exchange)
             stack.push_async_callback(notifier.close)
             store.on_change = notifier.notify
+            # A task the agent ends (routing failed, dead-lettered) may resume a waiting parent or settle a
+            # group; the reaper's rounds settle groups too.
+            follow_ups = FollowUpAnnouncer(lambda: publisher, topology, store)
+            stack.push_async_callback(follow_ups.close)
+            store.on_follow_up = follow_ups
             health = HealthServer(settings.health, ready=ready)
             await health.start()
             stack.push_async_callback(health.close)

@@ -51,18 +51,23 @@ class Script(BaseModel):
     # that resumes a run mid-way gets the same answer for the same turn again. Past the last step: the
     # default replies.
     by_turn: bool = False
+    # A by-turn script for the conversations whose first user message contains this text only (several
+    # such scripts may share a model: the first that matches answers; one without ``when`` matches all).
+    when: str | None = None
 
 
 class Scripts:
     def __init__(self) -> None:
         self._steps: dict[str, deque[Step]] = defaultdict(deque)
         self._repeat: dict[str, Step] = {}
-        self._turns: dict[str, list[Step]] = {}
+        self._turns: dict[str, list[tuple[str | None, list[Step]]]] = defaultdict(list)
         self.requests: dict[str, deque[dict[str, Any]]] = defaultdict(lambda: deque(maxlen=MAX_RECORDED))
 
     def add(self, model: str, script: Script) -> None:
         if script.by_turn:
-            self._turns[model] = list(script.steps)
+            # A script for the same ``when`` replaces the earlier one.
+            kept = [(w, s) for w, s in self._turns[model] if w != script.when]
+            self._turns[model] = [*kept, (script.when, list(script.steps))]
             return
         self._steps[model].extend(script.steps)
         if script.repeat_last and script.steps:
@@ -75,10 +80,22 @@ class Scripts:
         self.requests.pop(model, None)
 
     def next_step(self, model: str, messages: list[Any] | None = None) -> Step | None:
-        turns = self._turns.get(model)
-        if turns is not None:
-            turn = sum(1 for m in messages or [] if isinstance(m, dict) and m.get("role") == "assistant")
-            return turns[turn] if turn < len(turns) else None
+        scripts = self._turns.get(model)
+        if scripts:
+            first_user = next(
+                (
+                    str(m.get("content") or "")
+                    for m in messages or []
+                    if isinstance(m, dict) and m.get("role") == "user"
+                ),
+                "",
+            )
+            matching = [s for w, s in scripts if w is not None and w in first_user]
+            candidates = matching or [s for w, s in scripts if w is None]
+            if candidates:
+                turns = candidates[0]
+                turn = sum(1 for m in messages or [] if isinstance(m, dict) and m.get("role") == "assistant")
+                return turns[turn] if turn < len(turns) else None
         queue = self._steps.get(model)
         if queue:
             step = queue.popleft()

@@ -32,6 +32,7 @@ from taskyard_worker.flights import Flight
 from taskyard_worker.outcomes import OutcomeRecorder
 from taskyard_worker.runtime import AgentResult, HandBackAfterStep, RunTrace
 from taskyard_worker.tokens import TokenStream
+from taskyard_worker.tools.delegate import DELEGATE, Delegating, DelegationLimits
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,9 @@ class AttemptRunner:
             if isinstance(exc, HandBackAfterStep):
                 await self._outcomes.hand_back(flight)
                 return
+            if isinstance(exc, Delegating):
+                await self._outcomes.delegate(flight, record, exc)
+                return
             if isinstance(exc, LeaseLost):
                 self._outcomes.lost_lease(flight, summary)
                 return
@@ -158,10 +162,24 @@ class AttemptRunner:
                 checkpoint=checkpoint,
                 stop_after_step=flight.stop_after_step,
                 tokens=tokens,
+                instructions=record.instructions,
+                delegation=await self._delegation_limits(record),
             )
         finally:
             if tokens is not None:
                 tokens.close()
+
+    async def _delegation_limits(self, record: TaskRecord) -> DelegationLimits | None:
+        """What the task may still delegate (None: its specialist does not delegate)."""
+        if DELEGATE not in self._ctx.spec.tools:
+            return None
+        settings = self._ctx.settings
+        return DelegationLimits(
+            depth=record.depth,
+            max_depth=settings.max_delegation_depth,
+            children=len(await self._ctx.store.children(record.id)),
+            max_children=settings.max_delegated_tasks,
+        )
 
     async def _note_resume(self, flight: Flight, record: TaskRecord, trace: RunTrace) -> None:
         """A resumed attempt says so in the task's history (best effort: the outcome matters more)."""

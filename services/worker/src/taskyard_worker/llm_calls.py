@@ -17,12 +17,13 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from taskyard_common import metrics
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import PermanentError, TransientError
 from taskyard_common.llm import ClientPool, classify
+from taskyard_common.messages import Usage
 from taskyard_common.retry import backoff_seconds
 from taskyard_common.task_errors import TaskErrorType
 from taskyard_worker.streaming import StreamBroken, stream_completion
@@ -182,3 +183,31 @@ class LlmCaller:
             raise LlmUnavailable(str(exc), exc.reason) from exc
         except openai.OpenAIError as exc:
             raise map_error(exc) from exc
+
+
+def usage_of(response: ChatCompletion) -> Usage:
+    if response.usage is None:
+        return Usage()
+    return Usage(
+        prompt_tokens=response.usage.prompt_tokens,
+        completion_tokens=response.usage.completion_tokens,
+        total_tokens=response.usage.total_tokens,
+    )
+
+
+def reply_of(response: ChatCompletion) -> dict[str, Any]:
+    """The assistant's reply in wire form, only its function tool calls kept (the only tools offered)."""
+    message = response.choices[0].message
+    calls = [
+        {
+            "id": c.id,
+            "type": "function",
+            "function": {"name": c.function.name, "arguments": c.function.arguments},
+        }
+        for c in message.tool_calls or []
+        if isinstance(c, ChatCompletionMessageFunctionToolCall)
+    ]
+    if not calls:
+        content = message.content if message.content is not None else (message.refusal or "")
+        return {"role": "assistant", "content": content}
+    return {"role": "assistant", "content": message.content, "tool_calls": calls}

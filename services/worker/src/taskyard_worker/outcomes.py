@@ -15,19 +15,22 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import uuid4
 
+from taskyard_common.announce import announce
 from taskyard_common.errors import PermanentError, StoreUnavailable, TaskyardError, TransientError
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Usage
-from taskyard_common.metrics import TASK_HAND_BACKS, TASK_RETRIES, TASKS_FINISHED
+from taskyard_common.metrics import TASK_HAND_BACKS, TASK_RETRIES, TASKS_DELEGATED, TASKS_FINISHED
 from taskyard_common.retry import backoff_seconds, publish_delayed
-from taskyard_common.store import TaskRecord
+from taskyard_common.store import NewTask, TaskRecord
 from taskyard_common.task_errors import TaskError, TaskErrorType, task_error
 from taskyard_common.topology import work_target
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight, Source, StopReason
 from taskyard_worker.retries import plan_retry
 from taskyard_worker.runtime import AgentResult
+from taskyard_worker.tools.delegate import Delegating
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +130,39 @@ class OutcomeRecorder:
             "task %s: handed back to the queue (attempt %d, not charged)", message.task_id, message.attempt
         )
         self._ctx.count("handed_back")
+
+    async def delegate(self, flight: Flight, record: TaskRecord, exc: Delegating) -> None:
+        """Park the task (``waiting``) and create its children in one transaction, then announce them; the
+        helper then acks the task's message: it holds nothing until its last child ends."""
+        children = [
+            NewTask(
+                id=uuid4(),
+                tenant=record.tenant,
+                input=request.task,
+                metadata=record.metadata,
+                requested_specialist=request.specialist,
+                instructions=request.instructions,
+                parent_id=record.id,
+                delegation={"parent_id": str(record.id), "call_id": request.call_id, "step": exc.step},
+                depth=record.depth + 1,
+            )
+            for request in exc.requests
+        ]
+        created = await self._ctx.store.delegate(flight.task_id, self._ctx.owner, children)
+        if created is None:
+            self.lost_lease(flight, "while delegating")
+            return
+        for child in created:
+            try:
+                await announce(self._ctx.publisher, self._ctx.topology, child, self._ctx.store.mark_published)
+            except TaskyardError as publish_exc:
+                # Committed, so not lost: the API's sweeper announces a pending task left unmarked.
+                log.warning(
+                    "task %s: delegated task %s not announced yet: %s", flight.task_id, child.id, publish_exc
+                )
+        TASKS_DELEGATED.labels(self._ctx.specialist).inc(len(created))
+        log.info("task %s: waiting for %d delegated task(s)", flight.task_id, len(created))
+        self._ctx.count("delegated")
 
     async def retry(
         self, flight: Flight, exc: BaseException, usage: Usage, record: TaskRecord, summary: str

@@ -21,6 +21,7 @@ from aio_pika.abc import AbstractQueue, AbstractRobustChannel, AbstractRobustCon
 from taskyard_common.amqp import Publisher, connect
 from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_catalog
 from taskyard_common.event_bus import EventNotifier
+from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.health import HealthServer
 from taskyard_common.llm import ClientPool
 from taskyard_common.service import ConfigurationError
@@ -152,6 +153,10 @@ class WorkerResources:
             notifier = await EventNotifier.open(await connection.channel(), topology.events_exchange)
             stack.push_async_callback(notifier.close)
             store.on_change = notifier.notify
+            # A task this worker ends may create or resume another (a chain's next step, a waiting parent).
+            follow_ups = FollowUpAnnouncer(lambda: publisher, topology, store)
+            stack.push_async_callback(follow_ups.close)
+            store.on_follow_up = follow_ups
             # One set of LLM clients per process, shared by every task, with a keep-alive connection for
             # each task that may be in flight (see ``ClientPool`` for why several clients).
             llm = ClientPool.create(settings.llm, concurrency=spec.concurrency)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import TransientError
@@ -29,9 +28,17 @@ from taskyard_common.llm import ClientPool
 from taskyard_common.messages import TaskInput, Usage
 from taskyard_common.store import Step
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
-from taskyard_worker.llm_calls import AttemptTimeout, LlmCaller, MaxStepsExceeded
+from taskyard_worker.llm_calls import AttemptTimeout, LlmCaller, MaxStepsExceeded, reply_of, usage_of
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
+from taskyard_worker.tools.delegate import (
+    DELEGATE,
+    DelegateTool,
+    Delegating,
+    DelegationLimits,
+    plan_delegations,
+    split_delegations,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,34 +90,6 @@ class RunTrace:
     resumed_from_step: int | None = None
 
 
-def _usage(response: ChatCompletion) -> Usage:
-    if response.usage is None:
-        return Usage()
-    return Usage(
-        prompt_tokens=response.usage.prompt_tokens,
-        completion_tokens=response.usage.completion_tokens,
-        total_tokens=response.usage.total_tokens,
-    )
-
-
-def _reply_message(response: ChatCompletion) -> dict[str, Any]:
-    """The assistant's reply in wire form, only its function tool calls kept (the only tools offered)."""
-    message = response.choices[0].message
-    calls = [
-        {
-            "id": c.id,
-            "type": "function",
-            "function": {"name": c.function.name, "arguments": c.function.arguments},
-        }
-        for c in message.tool_calls or []
-        if isinstance(c, ChatCompletionMessageFunctionToolCall)
-    ]
-    if not calls:
-        content = message.content if message.content is not None else (message.refusal or "")
-        return {"role": "assistant", "content": content}
-    return {"role": "assistant", "content": message.content, "tool_calls": calls}
-
-
 class Agent:
     def __init__(
         self,
@@ -128,6 +107,8 @@ class Agent:
         self._tools = tools
         self._tool_schemas = tools.openai_tools()
         self._max_tool_output_chars = max_tool_output_chars
+        delegate = tools.get(DELEGATE)
+        self._delegate = delegate if isinstance(delegate, DelegateTool) else None
 
     def attempt_timeout(self, requested: float | None) -> float:
         """The run time one attempt gets: what the task asked for (capped by the specialist's
@@ -146,14 +127,18 @@ class Agent:
         checkpoint: Checkpoint | None = None,
         stop_after_step: asyncio.Event | None = None,
         tokens: TokenStream | None = None,
+        instructions: str | None = None,
+        delegation: DelegationLimits | None = None,
     ) -> AgentResult:
         """Run one attempt, continuing after the recorded ``steps`` (a streaming specialist's text to
         ``tokens``). Raises ``AgentError`` (fail the task),
-        ``HandBackAfterStep`` (stopped between steps) or ``TransientError`` (try again later; ``AttemptTimeout``
-        when the attempt ran out of time)."""
+        ``HandBackAfterStep`` (stopped between steps), ``Delegating`` (parked until the tasks it delegates to
+        are done) or ``TransientError`` (try again later; ``AttemptTimeout`` when the attempt ran out of
+        time). ``instructions``: the task's own, after the specialist's."""
         trace = trace if trace is not None else RunTrace()
         limit = self.attempt_timeout(timeout_seconds)
-        state = resume(self.spec.instructions, task_input, steps)
+        system = self.spec.instructions + (f"\n\n{instructions}" if instructions else "")
+        state = resume(system, task_input, steps)
         if state.last_step:
             trace.resumed_from_step = state.last_step
             trace.steps = state.last_step
@@ -163,7 +148,7 @@ class Agent:
             return AgentResult(state.final_answer, trace.steps, list(trace.tool_calls), trace.usage)
         try:
             async with asyncio.timeout(limit) as deadline:
-                return await self._loop(state, trace, checkpoint, stop_after_step, tokens)
+                return await self._loop(state, trace, checkpoint, stop_after_step, tokens, delegation)
         except TimeoutError:
             if deadline.expired():
                 raise AttemptTimeout(f"the attempt did not finish within {limit:g} s") from None
@@ -176,10 +161,11 @@ class Agent:
         checkpoint: Checkpoint | None,
         stop: asyncio.Event | None,
         tokens: TokenStream | None,
+        delegation: DelegationLimits | None,
     ) -> AgentResult:
         messages = state.messages
         if state.pending_calls:
-            await self._run_tools(state.pending_calls, trace, messages, checkpoint)
+            await self._run_tools(state.pending_calls, trace, messages, checkpoint, delegation)
         while trace.steps < self.spec.max_steps:
             if stop is not None and stop.is_set():
                 raise HandBackAfterStep(trace.steps)
@@ -192,12 +178,12 @@ class Agent:
             response = await self._llm.complete(body, tokens)
             latency_ms = round((time.perf_counter() - called) * 1000, 1)
             trace.steps += 1
-            used = _usage(response)
+            used = usage_of(response)
             trace.usage += used
             if not response.choices:
                 trace.unrecorded += used
                 raise TransientError("the LLM answered no choices")
-            reply = _reply_message(response)
+            reply = reply_of(response)
             messages.append(reply)
             if not await self._record(checkpoint, trace.steps, reply, usage=used, latency_ms=latency_ms):
                 trace.unrecorded += used
@@ -207,7 +193,7 @@ class Agent:
                 return AgentResult(content, trace.steps, list(trace.tool_calls), trace.usage)
             if trace.steps >= self.spec.max_steps:
                 break  # no call left to read the results: running the tools would be wasted work
-            await self._run_tools(calls, trace, messages, checkpoint)
+            await self._run_tools(calls, trace, messages, checkpoint, delegation)
         raise MaxStepsExceeded(
             f"no final answer within {self.spec.max_steps} steps (the model kept calling tools)"
         )
@@ -218,11 +204,16 @@ class Agent:
         trace: RunTrace,
         messages: list[dict[str, Any]],
         checkpoint: Checkpoint | None,
+        delegation: DelegationLimits | None,
     ) -> None:
+        delegating, others = split_delegations(calls)
+        requests, refused = plan_delegations(self._delegate, delegating, delegation)
+        calls = [*others, *(c for c in delegating if str(c.get("id", "")) in refused)]
+
         # The calls of one reply are independent by contract: run them (and record them) concurrently.
         async def one(call: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-            ok, text = await self._call_tool(call)
             call_id = str(call.get("id", ""))
+            ok, text = (False, refused[call_id]) if call_id in refused else await self._call_tool(call)
             result = {"role": "tool", "tool_call_id": call_id, "content": self._clip(text)}
             await self._record(checkpoint, trace.steps, result, call_id=call_id, ok=ok, name=tool_name(call))
             return ok, result
@@ -231,6 +222,9 @@ class Agent:
         for call, (ok, result) in zip(calls, done, strict=True):
             trace.tool_calls.append({"name": tool_name(call), "ok": ok})
             messages.append(result)
+        if requests:
+            # Recorded: the reply and its other results. The children's outcomes will be the rest.
+            raise Delegating(trace.steps, requests)
 
     @staticmethod
     async def _record(

@@ -39,6 +39,10 @@ class WorkerSettings(BaseSettings):
     shutdown_grace_seconds: float = Field(default=30.0, ge=0)
     # Every tool result is cut to this many characters before it reaches the model's context.
     max_tool_output_chars: int = Field(default=8000, ge=100)
+    # Delegation (the ``delegate`` tool): how deep a tree of delegated tasks may grow, and how many tasks
+    # one task may delegate over its life.
+    max_delegation_depth: int = Field(default=3, ge=0, le=20)
+    max_delegated_tasks: int = Field(default=10, ge=0, le=1000)
     # How long a started task's lease lasts without a heartbeat (renewed every third of it). A worker that
     # dies stops renewing, and the reaper takes the task back at most this long after.
     lease_seconds: float = Field(default=30.0, gt=0)

@@ -88,6 +88,9 @@ def decide_start(
         )
     if outcome is StartOutcome.CANCELLED:
         return Finish("cancelled", TaskStatus.CANCELLED, "cancelled before it started")
+    if outcome is StartOutcome.WAITING:
+        # A stray copy of a parent's message: the parent is announced again when its children are done.
+        return Finish("waiting", None, "it waits for its delegated tasks; acknowledging without running")
     # FINISHED (a redelivery after a lost ack, a duplicate) or UNKNOWN.
     label = "duplicate" if outcome is StartOutcome.FINISHED else "unknown"
     return Finish(label, None, f"{outcome}; acknowledging without running")

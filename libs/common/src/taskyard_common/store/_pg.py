@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import UUID
 
@@ -26,31 +26,44 @@ COLUMNS = (
     "id, status, tenant, input, metadata, requested_specialist, specialist, routing, attempts, result, error,"
     " usage, created_at, published_at, routed_at, started_at, finished_at, updated_at,"
     " next_attempt_at, lease_owner, lease_expires_at, lease_expirations, cancel_requested_at, deadline,"
-    " timeout_seconds, attempt_log, dead_letter, checkpoint_bytes, event_seq, webhook"
+    " timeout_seconds, attempt_log, dead_letter, checkpoint_bytes, event_seq, webhook, instructions,"
+    " parent_id, chain_root_id, chain_index, chain_rest, group_id, group_role, delegation, depth,"
+    " waiting_children"
 )
-# $1 id, $2 input, $3 metadata, $4 requested_specialist, $5 deadline, $6 timeout_seconds, $7 tenant,
-# $8 webhook. A task is born pending with its first event, ``accepted``.
+_CREATED = ", ".join(f"c.{c.strip()}" for c in COLUMNS.split(","))
+# A task is born pending with its first event, ``accepted``; a task with chain steps to come is its chain's
+# first (chain_root_id: itself, chain_index 0).
 _ACCEPTED = (
     " logged AS (INSERT INTO task_events (task_id, seq, type, data)"
     " SELECT c.id, 1, 'accepted', jsonb_build_object('specialist', c.requested_specialist) FROM created c)"
-    " SELECT {columns} FROM created c"
+    f" SELECT {_CREATED} FROM created c"
 )
+# $1 id, $2 input, $3 metadata, $4 requested_specialist, $5 deadline, $6 timeout_seconds, $7 tenant,
+# $8 webhook, $9 instructions, $10 chain_rest, $11 group_id, $12 group_role, $13 parent_id, $14 delegation,
+# $15 depth.
 INSERT_TASK = (
     "WITH created AS (INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline,"
-    " timeout_seconds, tenant, webhook, event_seq)"
-    " VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, 1) RETURNING tasks.*),"
-    + _ACCEPTED.format(columns=", ".join(f"c.{c.strip()}" for c in COLUMNS.split(",")))
+    " timeout_seconds, tenant, webhook, instructions, chain_rest, chain_root_id, chain_index, group_id,"
+    " group_role, parent_id, delegation, depth, event_seq)"
+    " VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb,"
+    " CASE WHEN $10::jsonb IS NOT NULL THEN $1::uuid END, CASE WHEN $10::jsonb IS NOT NULL THEN 0 END,"
+    " $11, $12, $13, $14, $15, 1) RETURNING tasks.*)," + _ACCEPTED
 )
 
-# The same for many tasks at once, one array per column ($2, $3, $8: JSON text, the jsonb codec's encoding).
+# The same for many submissions at once, one array per column (JSON as text, the jsonb codec's encoding).
 INSERT_TASKS = (
     "WITH created AS (INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline,"
-    " timeout_seconds, tenant, webhook, event_seq)"
+    " timeout_seconds, tenant, webhook, instructions, chain_rest, chain_root_id, chain_index, group_id,"
+    " group_role, event_seq)"
     " SELECT id, 'pending', input::jsonb, metadata::jsonb, requested_specialist, deadline, timeout_seconds,"
-    " tenant, webhook::jsonb, 1 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[],"
-    " $5::timestamptz[], $6::float8[], $7::text[], $8::text[])"
-    " AS t(id, input, metadata, requested_specialist, deadline, timeout_seconds, tenant, webhook)"
-    " RETURNING tasks.*)," + _ACCEPTED.format(columns=", ".join(f"c.{c.strip()}" for c in COLUMNS.split(",")))
+    " tenant, webhook::jsonb, instructions, chain_rest::jsonb,"
+    " CASE WHEN chain_rest IS NOT NULL THEN id END, CASE WHEN chain_rest IS NOT NULL THEN 0 END,"
+    " group_id, group_role, 1"
+    " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::float8[],"
+    " $7::text[], $8::text[], $9::text[], $10::text[], $11::uuid[], $12::text[])"
+    " AS t(id, input, metadata, requested_specialist, deadline, timeout_seconds, tenant, webhook,"
+    " instructions, chain_rest, group_id, group_role)"
+    " RETURNING tasks.*)," + _ACCEPTED
 )
 
 
@@ -64,6 +77,35 @@ def insert_args(task: NewTask) -> tuple[Any, ...]:
         task.timeout_seconds,
         task.tenant,
         task.webhook,
+        task.instructions,
+        task.chain_rest,
+        task.group_id,
+        task.group_role,
+        task.parent_id,
+        task.delegation,
+        task.depth,
+    )
+
+
+def insert_arrays(tasks: Sequence[NewTask]) -> tuple[list[Any], ...]:
+    """``INSERT_TASKS``'s arrays."""
+
+    def js(value: Any) -> str | None:
+        return json.dumps(value) if value is not None else None
+
+    return (
+        [t.id for t in tasks],
+        [json.dumps(t.input) for t in tasks],
+        [json.dumps(t.metadata) for t in tasks],
+        [t.requested_specialist for t in tasks],
+        [t.deadline for t in tasks],
+        [t.timeout_seconds for t in tasks],
+        [t.tenant for t in tasks],
+        [js(t.webhook) for t in tasks],
+        [t.instructions for t in tasks],
+        [js(t.chain_rest) for t in tasks],
+        [t.group_id for t in tasks],
+        [t.group_role for t in tasks],
     )
 
 

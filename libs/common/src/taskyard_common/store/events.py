@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from taskyard_common.lifecycle import TERMINAL, sql_in
 from taskyard_common.store._pg import PoolStore
+from taskyard_common.store.follow_ups import CHAIN_WEBHOOK_QUIET, NEXT_LINK, RESUME_PARENT, SELECTED
 
 # Events a worker appends between transitions (streamed tokens) stop at this many per task; the transitions'
 # own events are always written.
@@ -39,7 +40,7 @@ _OUTBOX = (
     " SELECT 'msg_' || replace(c.id::text, '-', '') || '_' || c.event_seq, c.id, c.tenant, c.status,"
     f" c.webhook->>'url', {_WEBHOOK_PAYLOAD} FROM changed c"
     f" WHERE c.webhook IS NOT NULL AND c.status IN {sql_in(TERMINAL)} AND c.webhook->'events' ? c.status"
-    " ON CONFLICT (id) DO NOTHING)"
+    f" AND {CHAIN_WEBHOOK_QUIET} ON CONFLICT (id) DO NOTHING)"
 )
 
 
@@ -51,11 +52,14 @@ def logged(
     returning: str,
     data: str = EMPTY,
     target: str = "tasks",
+    follow_ups: bool = False,
 ) -> str:
     """``UPDATE <target> SET <set_clause> <rest>`` (``rest``: ``[FROM ...] WHERE ...``), plus its event:
     ``event`` and ``data`` are SQL over the changed row ``c`` (the values after the update); a terminal
     status also writes the task's webhook delivery. Selects ``returning`` (over ``c``) from the changed
-    rows, as the plain UPDATE's RETURNING would, and ``_watched`` (whether anyone watches the task)."""
+    rows, as the plain UPDATE's RETURNING would, and ``_watched`` (whether anyone watches the task).
+    ``follow_ups`` (a transition that may end a task): also what the end sets in motion (``follow_ups.py``),
+    selected as ``_next``, ``_resumed`` and ``_group``."""
     alias = target.split()[-1]
     returning = f"{returning}, COALESCE(c.watched_until > clock_timestamp(), false) AS _watched"
     ctes = [
@@ -65,6 +69,9 @@ def logged(
         f" SELECT c.id, c.event_seq, {event}, {data} FROM changed c)",
         _OUTBOX,
     ]
+    if follow_ups:
+        ctes += [NEXT_LINK, RESUME_PARENT]
+        returning = f"{returning}, {SELECTED}"
     return f"WITH {', '.join(ctes)} SELECT {returning} FROM changed c"
 
 

@@ -8,7 +8,7 @@ The transitions are named as in ``taskyard_common.lifecycle.TRANSITIONS``.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
@@ -16,6 +16,7 @@ from uuid import UUID
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingDecision, Usage
 from taskyard_common.store.events import TaskEvent
+from taskyard_common.store.groups import GroupRecord
 from taskyard_common.store.records import (
     Cursor,
     DeadLetterRecord,
@@ -31,6 +32,11 @@ from taskyard_common.task_errors import TaskError
 
 
 class TaskStore(Protocol):
+    # Told each task a transition changed (its event log grew), and each task a task's end created or
+    # resumed (to announce it): set by the service that opened the store.
+    on_change: Callable[[UUID], None] | None
+    on_follow_up: Callable[[TaskRecord], None] | None
+
     # --- submissions -----------------------------------------------------------------------------------
 
     async def ping(self) -> None: ...
@@ -243,6 +249,63 @@ class TaskStore(Protocol):
     async def events(self, task_id: UUID, *, after: int = 0, limit: int = 100) -> builtins.list[TaskEvent]:
         """The task's events numbered above ``after``, oldest first."""
         ...
+
+    # --- workflows (chains, groups, delegation) ---------------------------------------------------------
+
+    async def delegate(
+        self, task_id: UUID, owner: str, children: Sequence[NewTask]
+    ) -> builtins.list[TaskRecord] | None:
+        """running (``owner``) → waiting for ``children``, created in the same transaction; None when the
+        lease is gone. The last child's end resumes it (queued, the children's outcomes recorded as its
+        tool results)."""
+        ...
+
+    async def cancel_descendants(self, task_id: UUID) -> builtins.list[UUID]:
+        """Cancel what the task delegated, all the way down; returns the running ones (tell their workers)."""
+        ...
+
+    async def children(self, task_id: UUID) -> builtins.list[dict[str, Any]]: ...
+
+    async def chain(self, root_id: UUID) -> builtins.list[dict[str, Any]]: ...
+
+    async def create_group(
+        self,
+        group_id: UUID,
+        *,
+        tenant: str,
+        tasks: Sequence[NewTask],
+        reduce: dict[str, Any] | None,
+        metadata: dict[str, str],
+    ) -> builtins.list[TaskRecord]: ...
+
+    async def create_group_idempotent(
+        self,
+        group_id: UUID,
+        *,
+        tenant: str,
+        tasks: Sequence[NewTask],
+        reduce: dict[str, Any] | None,
+        metadata: dict[str, str],
+        key: str,
+        request_hash: str,
+        retention_seconds: float,
+    ) -> tuple[bool, str, UUID | None, builtins.list[TaskRecord]]: ...
+
+    async def discard_group(self, group_id: UUID) -> None: ...
+
+    async def get_group(self, group_id: UUID) -> GroupRecord | None: ...
+
+    async def group_children(
+        self, group_id: UUID, *, limit: int, after: tuple[Any, UUID] | None = None
+    ) -> builtins.list[dict[str, Any]]: ...
+
+    async def cancel_group(self, group_id: UUID) -> builtins.list[UUID]: ...
+
+    async def settle_group(self, group_id: UUID) -> str | None:
+        """Create the group's reduce task once its children are done (once), or finish the group."""
+        ...
+
+    async def unsettled_groups(self, limit: int = 100) -> builtins.list[UUID]: ...
 
     # --- dead letters ----------------------------------------------------------------------------------
 

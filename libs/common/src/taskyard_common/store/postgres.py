@@ -18,6 +18,7 @@ from taskyard_common.store.reads import ReadQueries
 from taskyard_common.store.steps import StepQueries
 from taskyard_common.store.submissions import SubmissionQueries
 from taskyard_common.store.transitions import TransitionQueries
+from taskyard_common.store.workflows import WorkflowQueries
 
 __all__ = ["PostgresTaskStore"]
 
@@ -26,6 +27,7 @@ class PostgresTaskStore(
     SubmissionQueries,
     ReadQueries,
     TransitionQueries,
+    WorkflowQueries,
     StepQueries,
     EventQueries,
     DeadLetterQueries,

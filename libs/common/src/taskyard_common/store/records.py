@@ -33,6 +33,17 @@ class NewTask(BaseModel):
     timeout_seconds: float | None = None
     # Where to announce its terminal status: {"url": ..., "events": [...]}.
     webhook: dict[str, Any] | None = None
+    # Extra instructions for its agent, after the specialist's own.
+    instructions: str | None = None
+    # The steps of a chain that follow this task: [{"specialist"?, "instructions"?}, ...].
+    chain_rest: list[dict[str, Any]] | None = None
+    # A group's child or reduce task.
+    group_id: UUID | None = None
+    group_role: str | None = None
+    # A delegated child: its parent, and where its result goes back ({parent_id, call_id, step}).
+    parent_id: UUID | None = None
+    delegation: dict[str, Any] | None = None
+    depth: int = 0
 
 
 class TaskRecord(BaseModel):
@@ -70,6 +81,17 @@ class TaskRecord(BaseModel):
     # The number of its last event (the event log's length).
     event_seq: int = 0
     webhook: dict[str, Any] | None = None
+    # Workflows (see NewTask): a chain's first task has chain_root_id = its own id and chain_index 0.
+    instructions: str | None = None
+    parent_id: UUID | None = None
+    chain_root_id: UUID | None = None
+    chain_index: int | None = None
+    chain_rest: list[dict[str, Any]] | None = None
+    group_id: UUID | None = None
+    group_role: str | None = None
+    delegation: dict[str, Any] | None = None
+    depth: int = 0
+    waiting_children: int = 0
 
 
 class StartOutcome(StrEnum):
@@ -79,6 +101,7 @@ class StartOutcome(StrEnum):
     EXPIRED = "expired"  # its deadline passed before it started: now failed with reason "expired"
     CANCELLED = "cancelled"  # cancellation was requested before it started: now cancelled
     NOT_ROUTED = "not_routed"  # still pending: the routing commit is not visible yet
+    WAITING = "waiting"  # it waits for the child tasks it delegated to: a stray duplicate, nothing to run
     UNKNOWN = "unknown"
 
 

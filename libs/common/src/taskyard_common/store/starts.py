@@ -8,11 +8,13 @@ applies instead (cancelled, expired).
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from taskyard_common.lifecycle import STARTABLE, TERMINAL, TaskStatus, sql_in
-from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, to_record
+from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, to_record
 from taskyard_common.store.events import columns_of, logged
+from taskyard_common.store.groups import GroupSettling
 from taskyard_common.store.records import StartOutcome, StartResult, TaskRecord
 from taskyard_common.task_errors import TaskError, TaskErrorType
 
@@ -59,6 +61,7 @@ _CANCEL_AT_START = logged(
     "WHERE id = $1",
     event="c.status",
     returning="c.id",
+    follow_ups=True,
 )
 _EXPIRE_AT_START = logged(
     "status = 'failed', error = $2, finished_at = clock_timestamp(), next_attempt_at = NULL,"
@@ -67,6 +70,7 @@ _EXPIRE_AT_START = logged(
     event="c.status",
     data="jsonb_build_object('error', c.error)",
     returning="c.id",
+    follow_ups=True,
 )
 _EXPIRED_AT_START = TaskError(
     type=TaskErrorType.EXPIRED, message="the task's deadline passed before it could start"
@@ -76,7 +80,7 @@ _START_LOCKED = logged(
 )
 
 
-class StartQueries(PoolStore):
+class StartQueries(GroupSettling):
     async def start_many(
         self, attempts: dict[UUID, int], *, owner: str, lease_seconds: float
     ) -> dict[UUID, TaskRecord]:
@@ -93,37 +97,47 @@ class StartQueries(PoolStore):
         if fast is not None:
             self._changed(task_id, watched=fast["_watched"])
             return StartResult(StartOutcome.STARTED, to_record(fast))
-        result = await self._start_locked(task_id, owner=owner, lease_seconds=lease_seconds, attempt=attempt)
+        result, ended = await self._start_locked(
+            task_id, owner=owner, lease_seconds=lease_seconds, attempt=attempt
+        )
         if result.outcome in (StartOutcome.STARTED, StartOutcome.CANCELLED, StartOutcome.EXPIRED):
             self._changed(task_id)  # committed by now
+        if ended is not None:
+            await self._after_end(ended)
         return result
 
     async def _start_locked(
         self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int
-    ) -> StartResult:
+    ) -> tuple[StartResult, Any]:
+        """The start's answer, and the row of the transition that ended the task instead (cancelled,
+        expired), for what the end sets in motion."""
         async with self._transaction() as conn:
             row = await conn.fetchrow(_LOCKED_READ, task_id)
             if row is None:
-                return StartResult(StartOutcome.UNKNOWN)
+                return StartResult(StartOutcome.UNKNOWN), None
             status = TaskStatus(row["status"])
             if status in TERMINAL:
-                return StartResult(StartOutcome.FINISHED)
+                return StartResult(StartOutcome.FINISHED), None
             if status is TaskStatus.PENDING:
-                return StartResult(StartOutcome.NOT_ROUTED)
+                return StartResult(StartOutcome.NOT_ROUTED), None
+            if status is TaskStatus.WAITING:
+                return StartResult(StartOutcome.WAITING), None
             remaining = float(row["remaining"] or 0.0)
             if status is TaskStatus.RUNNING and row["lease_owner"] != owner and remaining > 0:
-                return StartResult(StartOutcome.LEASED, lease_remaining_seconds=remaining)
+                return StartResult(StartOutcome.LEASED, lease_remaining_seconds=remaining), None
             if row["cancel_requested_at"] is not None:
-                await conn.execute(_CANCEL_AT_START, task_id)
-                return StartResult(StartOutcome.CANCELLED)
+                ended = await conn.fetchrow(_CANCEL_AT_START, task_id)
+                return StartResult(StartOutcome.CANCELLED), ended
             if (
                 status is not TaskStatus.RUNNING
                 and row["deadline"] is not None
                 and row["deadline"] < row["now"]
             ):
-                await conn.execute(_EXPIRE_AT_START, task_id, _EXPIRED_AT_START.model_dump(mode="json"))
-                return StartResult(StartOutcome.EXPIRED)
+                ended = await conn.fetchrow(
+                    _EXPIRE_AT_START, task_id, _EXPIRED_AT_START.model_dump(mode="json")
+                )
+                return StartResult(StartOutcome.EXPIRED), ended
             started = await conn.fetchrow(_START_LOCKED, task_id, owner, attempt, lease_seconds)
             if started is None:  # the row is locked by this transaction: it cannot have gone
                 raise RuntimeError(f"task {task_id} vanished while locked")
-            return StartResult(StartOutcome.STARTED, to_record(started))
+            return StartResult(StartOutcome.STARTED, to_record(started)), None

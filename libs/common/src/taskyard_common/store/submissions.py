@@ -7,11 +7,17 @@ told it was not stored). See ``taskyard_common.announce`` for who recovers a row
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from uuid import UUID
 
-from taskyard_common.store._pg import INSERT_TASK, INSERT_TASKS, PoolStore, insert_args, to_record
+from taskyard_common.store._pg import (
+    INSERT_TASK,
+    INSERT_TASKS,
+    PoolStore,
+    insert_args,
+    insert_arrays,
+    to_record,
+)
 from taskyard_common.store.records import NewTask, TaskRecord
 
 
@@ -26,17 +32,7 @@ class SubmissionQueries(PoolStore):
     async def create_many(self, tasks: Sequence[NewTask]) -> list[TaskRecord]:
         """``create`` for many tasks in one statement (the API coalesces concurrent submissions), committed
         together; the records in the order of ``tasks``."""
-        rows = await self._fetch(
-            INSERT_TASKS,
-            [t.id for t in tasks],
-            [json.dumps(t.input) for t in tasks],
-            [json.dumps(t.metadata) for t in tasks],
-            [t.requested_specialist for t in tasks],
-            [t.deadline for t in tasks],
-            [t.timeout_seconds for t in tasks],
-            [t.tenant for t in tasks],
-            [json.dumps(t.webhook) if t.webhook is not None else None for t in tasks],
-        )
+        rows = await self._fetch(INSERT_TASKS, *insert_arrays(tasks))
         by_id = {row["id"]: to_record(row) for row in rows}
         return [by_id[t.id] for t in tasks]
 

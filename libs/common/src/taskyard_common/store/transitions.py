@@ -13,11 +13,19 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from taskyard_common.lifecycle import NON_TERMINAL, NOT_STARTED, ROUTABLE, TaskStatus, sql_in
+from taskyard_common.lifecycle import (
+    CANCELLABLE_AT_ONCE,
+    NON_TERMINAL,
+    NOT_STARTED,
+    ROUTABLE,
+    TaskStatus,
+    sql_in,
+)
 from taskyard_common.messages import RoutingDecision, Usage
-from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, PoolStore, add_usage, to_record
+from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, add_usage, to_record
 from taskyard_common.store.dead_letters import UPSERT_DEAD_LETTER
 from taskyard_common.store.events import columns_of, logged
+from taskyard_common.store.groups import GroupSettling
 from taskyard_common.store.records import RoutedTask, TaskRecord
 from taskyard_common.store.starts import StartQueries
 from taskyard_common.task_errors import TaskError, TaskErrorType
@@ -57,6 +65,7 @@ COMPLETE = logged(
     event=_STATUS,
     data="jsonb_build_object('result', c.result, 'usage', c.usage)",
     returning="c.id",
+    follow_ups=True,
 )
 # $4 the owner, or NULL: without one (the broker agent, a misrouted message), any non-terminal task can fail.
 FAIL = logged(
@@ -67,6 +76,7 @@ FAIL = logged(
     event=_STATUS,
     data="jsonb_build_object('error', c.error, 'usage', c.usage)",
     returning="c.id",
+    follow_ups=True,
 )
 EXPIRE = logged(
     "status = 'failed', error = $2, finished_at = clock_timestamp(), next_attempt_at = NULL,"
@@ -75,6 +85,7 @@ EXPIRE = logged(
     event=_STATUS,
     data="jsonb_build_object('error', c.error)",
     returning="c.id",
+    follow_ups=True,
 )
 SCHEDULE_RETRY = logged(
     f"status = 'retrying', {CLEAR_LEASE}, next_attempt_at = $3,"
@@ -98,9 +109,10 @@ CANCEL = logged(
     " cancel_requested_at = COALESCE(cancel_requested_at, clock_timestamp()),"
     " finished_at = CASE WHEN status = 'running' THEN finished_at ELSE clock_timestamp() END,"
     " next_attempt_at = NULL, updated_at = clock_timestamp()",
-    f"WHERE id = $1 AND status IN {sql_in(NOT_STARTED | {TaskStatus.RUNNING})}",
+    f"WHERE id = $1 AND status IN {sql_in(CANCELLABLE_AT_ONCE | {TaskStatus.RUNNING})}",
     event="CASE WHEN c.status = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END",
     returning=_RECORD,
+    follow_ups=True,
 )
 CANCEL_RUNNING = logged(
     f"status = 'cancelled', {CLEAR_LEASE}, usage = {add_usage('$3')},"
@@ -109,6 +121,7 @@ CANCEL_RUNNING = logged(
     event=_STATUS,
     data="jsonb_build_object('usage', c.usage)",
     returning="c.id",
+    follow_ups=True,
 )
 # Past the delivery limit ($2) → dead_lettered; else → queued with ``published_at`` cleared: requeued, its
 # new work message is not published yet, and ``stale_queued`` finds it if the caller dies before the
@@ -126,6 +139,7 @@ RECLAIM = logged(
     data="jsonb_build_object('lease_expirations', c.lease_expirations, 'reason', c.dead_letter->'reason',"
     " 'queue', c.dead_letter->'queue')",
     returning="c.status, c.specialist",
+    follow_ups=True,
 )
 DEAD_LETTER = logged(
     f"status = 'dead_lettered', {CLEAR_LEASE}, dead_letter = $2 || jsonb_build_object('at', clock_timestamp()),"
@@ -134,6 +148,7 @@ DEAD_LETTER = logged(
     event=_STATUS,
     data="jsonb_build_object('reason', c.dead_letter->'reason', 'queue', c.dead_letter->'queue')",
     returning="c.id",
+    follow_ups=True,
 )
 # Queued again (pending when it was never routed and no specialist is given), attempts reset; its new
 # message is not published yet (``published_at`` NULL): the sweeper or the reaper publishes it if the caller
@@ -170,12 +185,19 @@ APPEND_ATTEMPT_LOG = logged(
 )
 
 
-class TransitionQueries(StartQueries, PoolStore):
+class TransitionQueries(StartQueries, GroupSettling):
     def _applied(self, task_id: UUID, row: Any) -> bool:
         """Whether the transition applied; if so its event is written: tell ``on_change``."""
         if row is None:
             return False
         self._changed(task_id, watched=row["_watched"])
+        return True
+
+    async def _ended(self, task_id: UUID, row: Any) -> bool:
+        """``_applied`` for a transition that may end the task, then what the end sets in motion."""
+        if not self._applied(task_id, row):
+            return False
+        await self._after_end(row)
         return True
 
     async def route(
@@ -204,15 +226,17 @@ class TransitionQueries(StartQueries, PoolStore):
 
     async def complete(self, task_id: UUID, result: dict[str, Any], usage: Usage, owner: str) -> bool:
         row = await self._fetchrow(COMPLETE, task_id, owner, result, usage.model_dump())
-        return self._applied(task_id, row)
+        return await self._ended(task_id, row)
 
     async def fail(self, task_id: UUID, error: TaskError, usage: Usage, owner: str | None = None) -> bool:
         row = await self._fetchrow(FAIL, task_id, error.model_dump(mode="json"), usage.model_dump(), owner)
-        return self._applied(task_id, row)
+        return await self._ended(task_id, row)
 
     async def expire(self, task_id: UUID, message: str) -> bool:
         error = TaskError(type=TaskErrorType.EXPIRED, message=message)
-        return self._applied(task_id, await self._fetchrow(EXPIRE, task_id, error.model_dump(mode="json")))
+        return await self._ended(
+            task_id, await self._fetchrow(EXPIRE, task_id, error.model_dump(mode="json"))
+        )
 
     async def schedule_retry(
         self, task_id: UUID, owner: str, *, entry: dict[str, Any], next_attempt_at: datetime, usage: Usage
@@ -225,12 +249,12 @@ class TransitionQueries(StartQueries, PoolStore):
 
     async def cancel(self, task_id: UUID) -> TaskRecord | None:
         row = await self._fetchrow(CANCEL, task_id)
-        if not self._applied(task_id, row):  # unknown, or finished already: the task as it is
+        if not await self._ended(task_id, row):  # unknown, or finished already: the task as it is
             row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
         return to_record(row) if row else None
 
     async def cancel_running(self, task_id: UUID, owner: str, usage: Usage) -> bool:
-        return self._applied(
+        return await self._ended(
             task_id, await self._fetchrow(CANCEL_RUNNING, task_id, owner, usage.model_dump())
         )
 
@@ -254,6 +278,7 @@ class TransitionQueries(StartQueries, PoolStore):
                     message or {},
                 )
         self._changed(task_id)
+        await self._after_end(row)
         return status
 
     async def dead_letter(
@@ -268,10 +293,12 @@ class TransitionQueries(StartQueries, PoolStore):
     ) -> bool:
         summary = {"reason": reason, "queue": queue, "count": len(deaths), "deaths": deaths}
         async with self._transaction() as conn:
-            if await conn.fetchrow(DEAD_LETTER, task_id, summary) is None:
+            ended = await conn.fetchrow(DEAD_LETTER, task_id, summary)
+            if ended is None:
                 return False
             await conn.execute(UPSERT_DEAD_LETTER, task_id, specialist, reason, queue, deaths, message)
         self._changed(task_id)
+        await self._after_end(ended)
         return True
 
     async def replay(

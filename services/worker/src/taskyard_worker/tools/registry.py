@@ -6,18 +6,21 @@ start with a clear message, not fail every task later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from taskyard_worker.settings import WorkerSettings
 from taskyard_worker.tools.base import Tool
 from taskyard_worker.tools.calculator import Calculator
+from taskyard_worker.tools.delegate import DelegateTool
 from taskyard_worker.tools.http_fetch import HttpFetch
 
 # Factories, not instances: a worker builds only the tools its specialist uses (http_fetch holds a client).
-AVAILABLE: dict[str, Callable[[WorkerSettings], Tool]] = {
-    Calculator.name: lambda _settings: Calculator(),
-    HttpFetch.name: HttpFetch,
+# Each gets the worker's settings and the catalog's specialist names (``delegate`` offers them).
+AVAILABLE: dict[str, Callable[[WorkerSettings, Sequence[str]], Tool]] = {
+    Calculator.name: lambda _settings, _names: Calculator(),
+    HttpFetch.name: lambda settings, _names: HttpFetch(settings),
+    DelegateTool.name: lambda _settings, names: DelegateTool(names),
 }
 
 
@@ -40,11 +43,13 @@ class ToolRegistry:
             self._tools[tool.name] = tool
 
     @classmethod
-    def build(cls, names: Iterable[str], settings: WorkerSettings) -> ToolRegistry:
+    def build(
+        cls, names: Iterable[str], settings: WorkerSettings, specialists: Sequence[str] = ()
+    ) -> ToolRegistry:
         """The tools ``names`` asks for; ``UnknownToolError`` before anything is built if one is unknown."""
         wanted = list(dict.fromkeys(names))
         check_tool_names(wanted)
-        return cls(AVAILABLE[name](settings) for name in wanted)
+        return cls(AVAILABLE[name](settings, specialists) for name in wanted)
 
     @property
     def names(self) -> list[str]:
