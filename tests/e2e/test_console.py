@@ -166,7 +166,6 @@ async def test_the_list_shows_a_rest_task_and_its_detail_streams_live(
         assert await page.locator("main img").count() == 0
 
 
-
 async def test_an_operator_replays_a_dead_letter_from_the_console(
     cluster: Cluster, devllm: DevLlm, amqp_settings: AmqpSettings, console_for: ConsoleFor
 ) -> None:
@@ -197,7 +196,9 @@ async def test_an_operator_replays_a_dead_letter_from_the_console(
         await console.open("/specialists")
         counted = "#specialists tr[data-specialist=general] td[data-count=dead-letters]"
         await page.wait_for_selector(f"{counted}:has-text('3')")
-        assert await page.text_content("#specialists tr[data-specialist=general] td[data-count=queued]") == "0"
+        assert (
+            await page.text_content("#specialists tr[data-specialist=general] td[data-count=queued]") == "0"
+        )
         await console.shot("specialists")
         await console.open("/dead-letters")
         await page.wait_for_selector(row)
