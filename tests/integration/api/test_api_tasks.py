@@ -169,7 +169,11 @@ async def test_invalid_submissions_are_422_problems_and_store_nothing(client: ht
         {"input": ["a", "list"]},
         {"input": None},
         {},
-        {"input": "hi", "priority": "high"},  # extra field
+        {"input": "hi", "priority": "urgent"},  # not one of high, normal, low
+        {"input": "hi", "colour": "red"},  # extra field
+        {"input": "hi", "not_before": "tomorrow"},
+        {"input": "hi", "not_before": "2030-01-01T00:00:00Z", "deadline": "2029-12-31T00:00:00Z"},
+        {"input": "hi", "not_before": "2999-01-01T00:00:00Z"},  # too far ahead
         {"input": "hi", "metadata": {"k": 1}},
         {"input": "hi", "metadata": "k=v"},
         {"input": "nul \u0000 char"},

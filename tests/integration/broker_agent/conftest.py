@@ -38,7 +38,7 @@ from taskyard_common.settings import (
     LlmSettings,
     LogSettings,
 )
-from taskyard_common.store import NewTask, PostgresTaskStore
+from taskyard_common.store import DEFAULT_TENANT, NewTask, PostgresTaskStore
 from taskyard_common.topology import INTAKE_ROUTING_KEY
 from taskyard_common.webhooks import WebhookSettings
 from tests.support.bus import Bus as SharedBus
@@ -243,6 +243,7 @@ def routed_task(
             specialist=specialist,
             input=intake.input,
             routing=decision,
+            tenant=DEFAULT_TENANT,
             deadline=intake.deadline,
             timeout_seconds=intake.timeout_seconds,
         )

@@ -27,7 +27,7 @@ def test_every_status_is_terminal_or_not():
 
 def test_sql_lists_follow_the_enum_order():
     assert sql_in(STARTABLE) == "('queued', 'retrying')"
-    assert sql_in(NON_TERMINAL) == "('pending', 'queued', 'running', 'retrying', 'waiting')"
+    assert sql_in(NON_TERMINAL) == "('scheduled', 'pending', 'queued', 'running', 'retrying', 'waiting')"
 
 
 def test_every_status_is_reached_and_only_terminal_ones_end_the_line():

@@ -17,6 +17,9 @@ from enum import StrEnum
 
 
 class TaskStatus(StrEnum):
+    SCHEDULED = (
+        "scheduled"  # accepted with a not_before still ahead; its intake message waits in a delay queue
+    )
     PENDING = "pending"  # accepted, awaiting routing
     QUEUED = "queued"  # routed to a specialist queue
     RUNNING = "running"  # a worker holds a lease on it
@@ -37,18 +40,18 @@ S = TaskStatus
 # Finished for good: no transition leaves these (but a dead letter's replay).
 TERMINAL = frozenset({S.COMPLETED, S.FAILED, S.DEAD_LETTERED, S.CANCELLED})
 NON_TERMINAL = frozenset(set(S) - TERMINAL)
-# What the broker agent may route.
-ROUTABLE = frozenset({S.PENDING})
+# What the broker agent may route (a scheduled task once its not_before has passed).
+ROUTABLE = frozenset({S.SCHEDULED, S.PENDING})
 # What a worker may start without looking further (a running task with a dead lease takes the slow path).
 STARTABLE = frozenset({S.QUEUED, S.RETRYING})
 # Not started yet (expire applies to these).
-NOT_STARTED = frozenset({S.PENDING, S.QUEUED, S.RETRYING})
+NOT_STARTED = frozenset({S.SCHEDULED, S.PENDING, S.QUEUED, S.RETRYING})
 # Holding no worker: a cancel finishes these at once; a running one is asked to stop.
 CANCELLABLE_AT_ONCE = NOT_STARTED | {S.WAITING}
 # Waiting for a queue's consumer (the oldest-waiting metric); a retrying task once its delay is over.
 WAITING = frozenset({S.PENDING, S.QUEUED})
 # What the intake handler may still fail after routing attempts ran out: a worker has not started it.
-ROUTING_UNFINISHED = frozenset({S.PENDING, S.QUEUED})
+ROUTING_UNFINISHED = frozenset({S.SCHEDULED, S.PENDING, S.QUEUED})
 
 
 def sql_in(statuses: Iterable[TaskStatus]) -> str:
@@ -86,11 +89,18 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(
         "create",
         (),
-        (S.PENDING,),
-        "API",
-        "a submission is accepted (row committed before its intake publish)",
+        (S.PENDING, S.SCHEDULED),
+        "API; broker agent (schedules)",
+        "a submission is accepted (row committed before its intake publish); scheduled while its not_before"
+        " is ahead",
     ),
-    _t("route", ROUTABLE, (S.QUEUED,), "broker agent (intake)", "a routing decision is recorded"),
+    _t(
+        "route",
+        ROUTABLE,
+        (S.QUEUED,),
+        "broker agent (intake)",
+        "a routing decision is recorded (a scheduled task once its not_before has passed)",
+    ),
     _t(
         "start",
         STARTABLE | {S.RUNNING},

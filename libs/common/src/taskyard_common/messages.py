@@ -26,6 +26,14 @@ SpecialistName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,62}$")]
 TaskInput = str | dict[str, Any]
 
 
+class Priority(StrEnum):
+    """How soon a task is consumed relative to others on the same queue; lower ones keep a guaranteed share."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
 class RoutingMethod(StrEnum):
     LLM = "llm"
     RULES = "rules"
@@ -80,6 +88,7 @@ class Envelope(_Model):
 
 
 class _TaskLimits(_Model):
+    priority: Priority = Priority.NORMAL
     # Not started by then → failed with reason "expired".
     deadline: datetime | None = None
     # Per-attempt run time; None: the specialist's timeout_seconds.
@@ -93,6 +102,8 @@ class IntakeMessage(Envelope, _TaskLimits):
     input: TaskInput
     requested_specialist: SpecialistName | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+    # Not routed before then: the broker agent sends the message back through the delay queues until it is due.
+    not_before: datetime | None = None
 
     @classmethod
     def from_record(cls, record: TaskRecord) -> IntakeMessage:
@@ -102,8 +113,10 @@ class IntakeMessage(Envelope, _TaskLimits):
             input=record.input,
             requested_specialist=record.requested_specialist,
             metadata=record.metadata,
+            priority=record.priority,
             deadline=record.deadline,
             timeout_seconds=record.timeout_seconds,
+            not_before=record.not_before,
         )
 
 
@@ -115,6 +128,8 @@ class WorkMessage(Envelope, _TaskLimits):
     input: TaskInput
     routing: RoutingDecision
     metadata: dict[str, str] = Field(default_factory=dict)
+    # Its tenant, for the worker's fair share and tenant caps (None: written before tenants were carried).
+    tenant: str | None = Field(default=None, max_length=200)
 
     @classmethod
     def from_record(cls, record: TaskRecord) -> WorkMessage:
@@ -130,6 +145,8 @@ class WorkMessage(Envelope, _TaskLimits):
             input=record.input,
             routing=record.routing,
             metadata=record.metadata,
+            tenant=record.tenant,
+            priority=record.priority,
             deadline=record.deadline,
             timeout_seconds=record.timeout_seconds,
         )

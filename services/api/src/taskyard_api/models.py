@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -17,11 +17,12 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from taskyard_api.webhooks.documents import WebhookRequest
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import RoutingMethod, TaskInput, Usage, utcnow
+from taskyard_common.messages import Priority, RoutingMethod, TaskInput, Usage, utcnow
 from taskyard_common.store.records import TaskRecord
 from taskyard_common.task_errors import TaskError
 
@@ -29,6 +30,8 @@ from taskyard_common.task_errors import TaskError
 # instead of failing later as a 500.
 MAX_INPUT_DEPTH = 32
 MAX_METADATA_ENTRIES = 64
+# How far ahead ``not_before`` may be: further is more likely a mistake (a year typed wrong) than a plan.
+MAX_NOT_BEFORE_DAYS = 366
 
 MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
@@ -116,6 +119,34 @@ class TaskSubmission(BaseModel):
         default=None,
         description="Announce the task's terminal status to this URL (see the webhook-deliveries routes)",
     )
+    priority: Priority = Field(
+        default=Priority.NORMAL,
+        description="high, normal or low: higher ones are consumed first, lower ones keep a guaranteed share",
+    )
+    not_before: Annotated[AwareDatetime, BeforeValidator(_rfc3339)] | None = Field(
+        default=None,
+        description="RFC 3339 date-time with an offset, at most 366 days ahead: the task stays scheduled "
+        "(holding nothing) and is not routed or started before then; a time already past runs it now",
+    )
+
+    @field_validator("not_before")
+    @classmethod
+    def _not_before_is_near(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("not_before is out of range") from None
+        if value - utcnow() > timedelta(days=MAX_NOT_BEFORE_DAYS):
+            raise ValueError(f"not_before may be at most {MAX_NOT_BEFORE_DAYS} days ahead")
+        return value
+
+    @model_validator(mode="after")
+    def _deadline_after_not_before(self) -> TaskSubmission:
+        if self.deadline is not None and self.not_before is not None and self.deadline <= self.not_before:
+            raise ValueError("deadline must be later than not_before (the task could never start)")
+        return self
 
     @field_validator("deadline")
     @classmethod
@@ -213,6 +244,10 @@ class TaskDocument(BaseModel):
     webhook: WebhookRequest | None = Field(
         default=None, description="Where its terminal status is announced, as submitted (null: nowhere)"
     )
+    priority: Priority = Field(default=Priority.NORMAL, description="high, normal or low")
+    not_before: datetime | None = Field(
+        default=None, description="Not routed or started before then (scheduled until it passes)"
+    )
     links: TaskLinks
 
     @classmethod
@@ -241,6 +276,8 @@ class TaskDocument(BaseModel):
             attempt_history=record.attempt_log,
             dead_letter=_dead_letter_info(record),
             webhook=_webhook_info(record),
+            priority=record.priority,
+            not_before=record.not_before,
             links=TaskLinks.model_validate({"self": path, "result": f"{path}/result"}),
         )
 

@@ -28,10 +28,10 @@ COLUMNS = (
     " next_attempt_at, lease_owner, lease_expires_at, lease_expirations, cancel_requested_at, deadline,"
     " timeout_seconds, attempt_log, dead_letter, checkpoint_bytes, event_seq, webhook, instructions,"
     " parent_id, chain_root_id, chain_index, chain_rest, group_id, group_role, delegation, depth,"
-    " waiting_children"
+    " waiting_children, priority, not_before"
 )
 _CREATED = ", ".join(f"c.{c.strip()}" for c in COLUMNS.split(","))
-# A task is born pending with its first event, ``accepted``; a task with chain steps to come is its chain's
+# A task is born pending (scheduled while its not_before is ahead) with its first event, ``accepted``; a task with chain steps to come is its chain's
 # first (chain_root_id: itself, chain_index 0).
 _ACCEPTED = (
     " logged AS (INSERT INTO task_events (task_id, seq, type, data)"
@@ -40,29 +40,32 @@ _ACCEPTED = (
 )
 # $1 id, $2 input, $3 metadata, $4 requested_specialist, $5 deadline, $6 timeout_seconds, $7 tenant,
 # $8 webhook, $9 instructions, $10 chain_rest, $11 group_id, $12 group_role, $13 parent_id, $14 delegation,
-# $15 depth.
+# $15 depth, $16 priority, $17 not_before.
 INSERT_TASK = (
     "WITH created AS (INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline,"
     " timeout_seconds, tenant, webhook, instructions, chain_rest, chain_root_id, chain_index, group_id,"
-    " group_role, parent_id, delegation, depth, event_seq)"
-    " VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb,"
+    " group_role, parent_id, delegation, depth, priority, not_before, event_seq)"
+    " VALUES ($1, CASE WHEN $17::timestamptz > clock_timestamp() THEN 'scheduled' ELSE 'pending' END,"
+    " $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb,"
     " CASE WHEN $10::jsonb IS NOT NULL THEN $1::uuid END, CASE WHEN $10::jsonb IS NOT NULL THEN 0 END,"
-    " $11, $12, $13, $14, $15, 1) RETURNING tasks.*)," + _ACCEPTED
+    " $11, $12, $13, $14, $15, $16, $17, 1) RETURNING tasks.*)," + _ACCEPTED
 )
 
 # The same for many submissions at once, one array per column (JSON as text, the jsonb codec's encoding).
 INSERT_TASKS = (
     "WITH created AS (INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline,"
     " timeout_seconds, tenant, webhook, instructions, chain_rest, chain_root_id, chain_index, group_id,"
-    " group_role, event_seq)"
-    " SELECT id, 'pending', input::jsonb, metadata::jsonb, requested_specialist, deadline, timeout_seconds,"
+    " group_role, priority, not_before, event_seq)"
+    " SELECT id, CASE WHEN not_before > clock_timestamp() THEN 'scheduled' ELSE 'pending' END,"
+    " input::jsonb, metadata::jsonb, requested_specialist, deadline, timeout_seconds,"
     " tenant, webhook::jsonb, instructions, chain_rest::jsonb,"
     " CASE WHEN chain_rest IS NOT NULL THEN id END, CASE WHEN chain_rest IS NOT NULL THEN 0 END,"
-    " group_id, group_role, 1"
+    " group_id, group_role, priority, not_before, 1"
     " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::float8[],"
-    " $7::text[], $8::text[], $9::text[], $10::text[], $11::uuid[], $12::text[])"
+    " $7::text[], $8::text[], $9::text[], $10::text[], $11::uuid[], $12::text[], $13::text[],"
+    " $14::timestamptz[])"
     " AS t(id, input, metadata, requested_specialist, deadline, timeout_seconds, tenant, webhook,"
-    " instructions, chain_rest, group_id, group_role)"
+    " instructions, chain_rest, group_id, group_role, priority, not_before)"
     " RETURNING tasks.*)," + _ACCEPTED
 )
 
@@ -84,6 +87,8 @@ def insert_args(task: NewTask) -> tuple[Any, ...]:
         task.parent_id,
         task.delegation,
         task.depth,
+        task.priority.value,
+        task.not_before,
     )
 
 
@@ -106,6 +111,8 @@ def insert_arrays(tasks: Sequence[NewTask]) -> tuple[list[Any], ...]:
         [js(t.chain_rest) for t in tasks],
         [t.group_id for t in tasks],
         [t.group_role for t in tasks],
+        [t.priority.value for t in tasks],
+        [t.not_before for t in tasks],
     )
 
 

@@ -26,11 +26,11 @@ CHAIN_WEBHOOK_QUIET = f"NOT ({_CONTINUES})"
 
 NEXT_LINK = (
     "next_link AS (INSERT INTO tasks (id, status, tenant, input, metadata, requested_specialist,"
-    " instructions, parent_id, chain_root_id, chain_index, chain_rest, webhook, depth, event_seq)"
+    " instructions, parent_id, chain_root_id, chain_index, chain_rest, webhook, depth, priority, event_seq)"
     " SELECT gen_random_uuid(), 'pending', c.tenant, COALESCE(c.result->'output', to_jsonb(''::text)),"
     " c.metadata, c.chain_rest->0->>'specialist', c.chain_rest->0->>'instructions', c.id,"
     " COALESCE(c.chain_root_id, c.id), COALESCE(c.chain_index, 0) + 1, c.chain_rest - 0, c.webhook,"
-    f" c.depth, 1 FROM changed c WHERE {_CONTINUES} RETURNING id, requested_specialist, chain_index),"
+    f" c.depth, c.priority, 1 FROM changed c WHERE {_CONTINUES} RETURNING id, requested_specialist, chain_index),"
     " next_logged AS (INSERT INTO task_events (task_id, seq, type, data)"
     " SELECT n.id, 1, 'accepted', jsonb_build_object('specialist', n.requested_specialist,"
     " 'chain_index', n.chain_index) FROM next_link n)"

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import RoutingDecision, Usage
+from taskyard_common.messages import Priority, RoutingDecision, Usage
 from taskyard_common.store.events import TaskEvent
 from taskyard_common.store.groups import GroupRecord
 from taskyard_common.store.records import (
@@ -93,6 +93,7 @@ class TaskStore(Protocol):
         limit: int,
         after: Cursor | None,
         tenant: str | None = None,
+        priority: Priority | None = None,
     ) -> builtins.list[TaskRecord]:
         """Newest first; ``tenant`` None means every tenant (internal callers only, never the API)."""
         ...

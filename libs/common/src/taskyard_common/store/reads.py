@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from taskyard_common.lifecycle import WAITING, TaskStatus, sql_in
+from taskyard_common.lifecycle import ROUTABLE, WAITING, TaskStatus, sql_in
+from taskyard_common.messages import Priority
 from taskyard_common.store._pg import COLUMNS, PoolStore, to_record
 from taskyard_common.store.records import Cursor, TaskRecord, WaitingAges
 
@@ -48,9 +49,13 @@ class ReadQueries(PoolStore):
         limit: int,
         after: Cursor | None,
         tenant: str | None = None,
+        priority: Priority | None = None,
     ) -> builtins.list[TaskRecord]:
         clauses: list[str] = []
         args: list[Any] = []
+        if priority is not None:
+            args.append(priority.value)
+            clauses.append(f"priority = ${len(args)}")
         if tenant is not None:
             args.append(tenant)
             clauses.append(f"tenant = ${len(args)}")
@@ -74,7 +79,7 @@ class ReadQueries(PoolStore):
     async def unpublished(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
         # updated_at, not created_at: a replayed task is old but its intake publish may be in flight.
         rows = await self._fetch(
-            f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'pending'"
+            f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status IN {sql_in(ROUTABLE)}"
             " AND updated_at < $1 ORDER BY created_at LIMIT $2",
             older_than,
             limit,

@@ -14,7 +14,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import RoutingDecision, TaskInput, Usage
+from taskyard_common.messages import Priority, RoutingDecision, TaskInput, Usage
 from taskyard_common.task_errors import TaskError
 
 # The tenant of every task written without authentication (and of the rows older than tenants).
@@ -44,6 +44,9 @@ class NewTask(BaseModel):
     parent_id: UUID | None = None
     delegation: dict[str, Any] | None = None
     depth: int = 0
+    priority: Priority = Priority.NORMAL
+    # Not routed before then; a time still ahead stores the task as scheduled.
+    not_before: datetime | None = None
 
 
 class TaskRecord(BaseModel):
@@ -92,6 +95,8 @@ class TaskRecord(BaseModel):
     delegation: dict[str, Any] | None = None
     depth: int = 0
     waiting_children: int = 0
+    priority: Priority = Priority.NORMAL
+    not_before: datetime | None = None
 
 
 class StartOutcome(StrEnum):
@@ -115,10 +120,13 @@ class StartResult:
 
 @dataclass(frozen=True)
 class RoutedTask:
-    """What ``route`` returns once the decision is recorded: the task's limits, for its work message."""
+    """What ``route`` returns once the decision is recorded: what its work message carries besides the
+    intake message's fields."""
 
     deadline: datetime | None
     timeout_seconds: float | None
+    tenant: str = DEFAULT_TENANT
+    priority: Priority = Priority.NORMAL
 
 
 class DeadLetterRecord(BaseModel):

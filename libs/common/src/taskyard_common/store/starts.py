@@ -118,7 +118,7 @@ class StartQueries(GroupSettling):
             status = TaskStatus(row["status"])
             if status in TERMINAL:
                 return StartResult(StartOutcome.FINISHED), None
-            if status is TaskStatus.PENDING:
+            if status in (TaskStatus.PENDING, TaskStatus.SCHEDULED):
                 return StartResult(StartOutcome.NOT_ROUTED), None
             if status is TaskStatus.WAITING:
                 return StartResult(StartOutcome.WAITING), None

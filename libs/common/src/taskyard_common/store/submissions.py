@@ -53,7 +53,8 @@ class SubmissionQueries(PoolStore):
 
     async def discard_unpublished(self, task_id: UUID) -> bool:
         row = await self._fetchrow(
-            "DELETE FROM tasks WHERE id = $1 AND status = 'pending' AND published_at IS NULL RETURNING id",
+            "DELETE FROM tasks WHERE id = $1 AND status IN ('pending', 'scheduled') AND published_at IS NULL"
+            " RETURNING id",
             task_id,
         )
         return row is not None

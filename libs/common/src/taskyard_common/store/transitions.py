@@ -21,7 +21,7 @@ from taskyard_common.lifecycle import (
     TaskStatus,
     sql_in,
 )
-from taskyard_common.messages import RoutingDecision, Usage
+from taskyard_common.messages import Priority, RoutingDecision, Usage
 from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, add_usage, to_record
 from taskyard_common.store.dead_letters import UPSERT_DEAD_LETTER
 from taskyard_common.store.events import columns_of, logged
@@ -36,15 +36,17 @@ _BY_OWNER = f"WHERE id = $1 AND {_RUNNING_BY_OWNER}"
 _RECORD = columns_of("c", COLUMNS)
 _STATUS = "c.status"
 
-# pending → queued with the decision, unless the deadline (the row's, else the message's: $4) has passed.
+# pending (or scheduled and due) → queued with the decision, unless the deadline (the row's, else the
+# message's: $4) has passed. Never before not_before, whatever the caller's clock says.
 ROUTE = logged(
     "status = 'queued', specialist = $2, routing = $3, routed_at = clock_timestamp(), updated_at = clock_timestamp()",
     f"WHERE id = $1 AND status IN {sql_in(ROUTABLE)}"
+    " AND (not_before IS NULL OR not_before <= clock_timestamp())"
     " AND (COALESCE(deadline, $4::timestamptz) IS NULL OR COALESCE(deadline, $4::timestamptz) > clock_timestamp())",
     event="'routed'",
     data="jsonb_build_object('method', c.routing->>'method', 'specialist', c.specialist,"
     " 'confidence', c.routing->'confidence', 'cached', c.routing->'cached')",
-    returning="c.deadline, c.timeout_seconds",
+    returning="c.deadline, c.timeout_seconds, c.tenant, c.priority",
 )
 # The rows locked in id order, as a worker's step checkpoints lock them: its statements never deadlock.
 HEARTBEAT = (
@@ -208,7 +210,12 @@ class TransitionQueries(StartQueries, GroupSettling):
         )
         if not self._applied(task_id, row) or row is None:
             return None
-        return RoutedTask(deadline=row["deadline"], timeout_seconds=row["timeout_seconds"])
+        return RoutedTask(
+            deadline=row["deadline"],
+            timeout_seconds=row["timeout_seconds"],
+            tenant=row["tenant"],
+            priority=Priority(row["priority"]),
+        )
 
     async def heartbeat(
         self, owner: str, task_ids: list[UUID], lease_seconds: float

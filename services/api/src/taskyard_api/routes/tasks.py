@@ -41,7 +41,7 @@ from taskyard_api.tenancy.owned import owned_task
 from taskyard_api.watching.long_poll import WaitQuery, wait_for_change
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import ControlMessage
+from taskyard_common.messages import ControlMessage, Priority
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +124,19 @@ async def list_tasks(
     specialist: Annotated[
         str | None, Query(max_length=63, description="Only tasks routed to this specialist"), NoNul
     ] = None,
+    priority: Annotated[Priority | None, Query(description="Only tasks of this priority")] = None,
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
 ) -> TaskPage:
     size, after = page_size(limit, settings), page_after(cursor)
     # One extra row tells whether another page exists, so the last page carries no cursor.
     records = await store.list(
-        status=status, specialist=specialist, limit=size + 1, after=after, tenant=principal.tenant
+        status=status,
+        specialist=specialist,
+        priority=priority,
+        limit=size + 1,
+        after=after,
+        tenant=principal.tenant,
     )
     page, more = records[:size], len(records) > size
     next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None

@@ -70,6 +70,8 @@ async def submit(
         timeout_seconds=submission.timeout_seconds,
         tenant=tenant,
         webhook=submission.webhook.model_dump() if submission.webhook is not None else None,
+        priority=submission.priority,
+        not_before=submission.not_before,
     )
     try:
         if idempotency_key is None:

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 
 from taskyard_common.catalog import Catalog
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import IntakeMessage, RoutingDecision, RoutingMethod
-from taskyard_common.store import TaskRecord
+from taskyard_common.messages import IntakeMessage, Priority, RoutingDecision, RoutingMethod
+from taskyard_common.store import DEFAULT_TENANT, TaskRecord
 
 EXPLICIT_REASON = "requested by the client"
 
@@ -42,11 +42,13 @@ class Record:
 
 @dataclass(frozen=True)
 class Republish:
-    """Queued already: publish the stored decision again, with the task's limits."""
+    """Queued already: publish the stored decision again, with the task's limits, tenant and priority."""
 
     decision: RoutingDecision
     deadline: datetime | None
     timeout_seconds: float | None
+    tenant: str = DEFAULT_TENANT
+    priority: Priority = Priority.NORMAL
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def decide_intake(
     if task.status is TaskStatus.QUEUED and task.routing is not None:
         if deadline_passed(deadline, now):
             return Expire()
-        return Republish(task.routing, task.deadline, task.timeout_seconds)
+        return Republish(task.routing, task.deadline, task.timeout_seconds, task.tenant, task.priority)
     if task.status is not TaskStatus.PENDING:
         return IgnoreDuplicate(task.status)
     if route_refused or deadline_passed(deadline, now):

@@ -40,6 +40,7 @@ from taskyard_common.errors import PermanentError, TaskyardError
 from taskyard_common.lifecycle import ROUTING_UNFINISHED
 from taskyard_common.messages import IntakeMessage, RoutingDecision, Usage, WorkMessage
 from taskyard_common.retry import backoff_seconds, publish_delayed
+from taskyard_common.store import RoutedTask
 from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import INTAKE_TARGET
 
@@ -99,14 +100,16 @@ class IntakeHandler:
                 await self._record(message, decision)
             case Record(decision):
                 await self._record(message, decision)
-            case Republish(decision, deadline, timeout_seconds):
+            case Republish(decision, deadline, timeout_seconds, tenant, priority):
                 log.info(
                     "re-publishing task %s with its stored decision: method=%s specialist=%s",
                     task_id,
                     decision.method.value,
                     decision.specialist,
                 )
-                await self._publish(message, decision, deadline, timeout_seconds)
+                await self._publish(
+                    message, decision, RoutedTask(deadline, timeout_seconds, tenant, priority)
+                )
             case Expire():
                 if await self._store.expire(task_id, "the task's deadline passed before it was routed"):
                     log.info("failed task %s: its deadline passed before routing", task_id)
@@ -148,15 +151,9 @@ class IntakeHandler:
             decision.specialist,
             decision.confidence,
         )
-        await self._publish(message, decision, routed.deadline, routed.timeout_seconds)
+        await self._publish(message, decision, routed)
 
-    async def _publish(
-        self,
-        message: IntakeMessage,
-        decision: RoutingDecision,
-        deadline: datetime | None,
-        timeout_seconds: float | None,
-    ) -> None:
+    async def _publish(self, message: IntakeMessage, decision: RoutingDecision, routed: RoutedTask) -> None:
         work = WorkMessage(
             task_id=message.task_id,
             traceparent=message.traceparent,
@@ -164,10 +161,13 @@ class IntakeHandler:
             input=message.input,
             routing=decision,
             metadata=message.metadata,
+            tenant=routed.tenant,
+            # The task's priority (the stored one: an intake message written before priorities has none).
+            priority=routed.priority,
             # The message's limits, else the task's (an intake message re-sent by the API's sweeper may
             # not carry them).
-            deadline=message.deadline or deadline,
-            timeout_seconds=message.timeout_seconds or timeout_seconds,
+            deadline=message.deadline or routed.deadline,
+            timeout_seconds=message.timeout_seconds or routed.timeout_seconds,
         )
         # Confirmed and mandatory: the handler returns (and the intake message is acked) only once the
         # specialist queue holds the message; no mark: the intake message's redelivery recovers (see
