@@ -215,8 +215,23 @@ def test_what_the_sdk_sends_is_what_the_api_takes(openapi: dict[str, Any]) -> No
         deadline="2030-01-01T00:00:00Z",
         webhook={"url": "https://hooks.example"},
         idempotency_key=None,
+        priority="high",
+        not_before="2029-01-01T00:00:00Z",
     )
+    assert set(submission.json) == {
+        "input",
+        "specialist",
+        "metadata",
+        "timeout_seconds",
+        "deadline",
+        "webhook",
+        "priority",
+        "not_before",
+    }
     assert set(submission.json) <= set(schemas["TaskSubmission"]["properties"])
+    listing = openapi["paths"]["/v1/tasks"]["get"]
+    sent = calls.task_page(status="queued", specialist="general", limit=10, cursor="c", priority="low").params
+    assert set(sent) <= {p["name"] for p in listing["parameters"]}
     assert submission.headers["Idempotency-Key"]
     replay = calls.replay("x", specialist="general", from_scratch=True)
     assert set(replay.json) <= set(schemas["ReplayRequest"]["properties"])

@@ -73,6 +73,9 @@ def test_retries_failures_cancels_and_dead_letters():
     assert dead.status == "queued" and "dead-letters replay t1" in str(lines[0])
     unknown, lines = fold(("something_new", {"x": 1}))
     assert lines == ["something new"] and unknown.status == "pending"
+    scheduled = WatchState(task_id="t2", status="scheduled")
+    scheduled.apply(events(("accepted", {}))[0])
+    assert scheduled.status == "scheduled", "accepted keeps the status it started with"
 
 
 @pytest.mark.parametrize(

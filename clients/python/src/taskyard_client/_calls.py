@@ -50,6 +50,8 @@ def submit(
     deadline: datetime | str | None,
     webhook: Mapping[str, Any] | None,
     idempotency_key: str | None,
+    priority: str | None = None,
+    not_before: datetime | str | None = None,
 ) -> Call:
     body: dict[str, Any] = {"input": input if isinstance(input, str) else dict(input)}
     if specialist is not None:
@@ -62,6 +64,10 @@ def submit(
         body["deadline"] = deadline.isoformat() if isinstance(deadline, datetime) else deadline
     if webhook is not None:
         body["webhook"] = dict(webhook)
+    if priority is not None:
+        body["priority"] = priority
+    if not_before is not None:
+        body["not_before"] = not_before.isoformat() if isinstance(not_before, datetime) else not_before
     # Generated here, once: every retry of this call sends the same key, so the API makes one task.
     key = idempotency_key or new_idempotency_key()
     return Call("POST", "/v1/tasks", json=body, headers={"Idempotency-Key": key}, conflict_retried=True)
@@ -92,10 +98,16 @@ def cancel(task_id: TaskId) -> Call:
     return Call("POST", f"/v1/tasks/{_id(task_id)}/cancel")
 
 
-def task_page(*, status: str | None, specialist: str | None, limit: int | None, cursor: str | None) -> Call:
-    return Call(
-        "GET", "/v1/tasks", params=_params(status=status, specialist=specialist, limit=limit, cursor=cursor)
-    )
+def task_page(
+    *,
+    status: str | None,
+    specialist: str | None,
+    limit: int | None,
+    cursor: str | None,
+    priority: str | None = None,
+) -> Call:
+    params = _params(status=status, specialist=specialist, priority=priority, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/tasks", params=params)
 
 
 def event_page(task_id: TaskId, *, after: int, limit: int | None) -> Call:

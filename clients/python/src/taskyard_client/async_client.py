@@ -117,9 +117,12 @@ class AsyncClient(ClientBase):
         deadline: datetime | str | None = None,
         webhook: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
+        priority: str | None = None,
+        not_before: datetime | str | None = None,
     ) -> Task:
         """Submit a task (202): text or a JSON object. An ``Idempotency-Key`` is generated unless given and
-        sent with every retry, so a retried submission never makes a second task."""
+        sent with every retry, so a retried submission never makes a second task. ``priority``: high, normal
+        or low; ``not_before``: it stays scheduled until then."""
         call = calls.submit(
             input,
             specialist=specialist,
@@ -128,6 +131,8 @@ class AsyncClient(ClientBase):
             deadline=deadline,
             webhook=webhook,
             idempotency_key=idempotency_key,
+            priority=priority,
+            not_before=not_before,
         )
         return await self._model(call, Task)
 
@@ -162,6 +167,7 @@ class AsyncClient(ClientBase):
         *,
         status: str | None = None,
         specialist: str | None = None,
+        priority: str | None = None,
         page_size: int | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[Task]:
@@ -169,7 +175,9 @@ class AsyncClient(ClientBase):
         cursor: str | None = None
         seen = 0
         while True:
-            call = calls.task_page(status=status, specialist=specialist, limit=page_size, cursor=cursor)
+            call = calls.task_page(
+                status=status, specialist=specialist, priority=priority, limit=page_size, cursor=cursor
+            )
             page = await self._model(call, TaskPage)
             for task in page.items:
                 if limit is not None and seen >= limit:

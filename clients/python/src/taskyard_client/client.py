@@ -116,9 +116,12 @@ class Client(ClientBase):
         deadline: datetime | str | None = None,
         webhook: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
+        priority: str | None = None,
+        not_before: datetime | str | None = None,
     ) -> Task:
         """Submit a task (202): text or a JSON object. An ``Idempotency-Key`` is generated unless given and
-        sent with every retry, so a retried submission never makes a second task."""
+        sent with every retry, so a retried submission never makes a second task. ``priority``: high, normal
+        or low; ``not_before``: it stays scheduled until then."""
         call = calls.submit(
             input,
             specialist=specialist,
@@ -127,6 +130,8 @@ class Client(ClientBase):
             deadline=deadline,
             webhook=webhook,
             idempotency_key=idempotency_key,
+            priority=priority,
+            not_before=not_before,
         )
         return self._model(call, Task)
 
@@ -161,6 +166,7 @@ class Client(ClientBase):
         *,
         status: str | None = None,
         specialist: str | None = None,
+        priority: str | None = None,
         page_size: int | None = None,
         limit: int | None = None,
     ) -> Iterator[Task]:
@@ -168,7 +174,9 @@ class Client(ClientBase):
         cursor: str | None = None
         seen = 0
         while True:
-            call = calls.task_page(status=status, specialist=specialist, limit=page_size, cursor=cursor)
+            call = calls.task_page(
+                status=status, specialist=specialist, priority=priority, limit=page_size, cursor=cursor
+            )
             page = self._model(call, TaskPage)
             for task in page.items:
                 if limit is not None and seen >= limit:

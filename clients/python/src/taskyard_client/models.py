@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class TaskStatus(StrEnum):
+    SCHEDULED = "scheduled"
     PENDING = "pending"
     QUEUED = "queued"
     RUNNING = "running"
@@ -106,6 +107,8 @@ class Task(_Document):
     cancel_requested_at: datetime | None = None
     attempt_history: list[dict[str, Any]] = Field(default_factory=list)
     dead_letter: DeadLetterInfo | None = None
+    priority: str = "normal"
+    not_before: datetime | None = None
 
     @property
     def terminal(self) -> bool:

@@ -79,7 +79,9 @@ async def follow(
     """Follow the task's events until its end and return its final document; None when ``timeout``
     seconds passed first. The view is live on a terminal, a line per event elsewhere; ``json_lines``
     prints each event on stdout instead; ``quiet`` shows nothing."""
-    state = WatchState(task_id=str(task_id))
+    # A task accepted with a not_before ahead starts scheduled rather than pending.
+    first = await client.get(task_id)
+    state = WatchState(task_id=str(task_id), status="scheduled" if first.status == "scheduled" else "pending")
     live: Live | None = None
     if not (json_lines or quiet) and console.is_terminal:
         live = Live(render(state), console=console, auto_refresh=False, transient=True)

@@ -68,6 +68,8 @@ def _summary(task: Task) -> None:
             task.routing and f"{task.routing.method} ({task.routing.confidence:.2f}): {task.routing.reason}",
         ),
         ("attempts", task.attempts),
+        ("priority", task.priority if task.priority != "normal" else None),
+        ("not before", task.not_before),
         ("created", task.created_at),
         ("finished", task.finished_at),
         ("tokens", task.usage.total_tokens or None),
@@ -124,6 +126,12 @@ def submit(
         bool, typer.Option("--wait", "-w", help="Follow it live to its end; print the answer")
     ] = False,
     timeout: TimeoutOption = None,
+    priority: Annotated[
+        str | None, typer.Option("--priority", help="high, normal or low (default: normal)")
+    ] = None,
+    not_before: Annotated[
+        str | None, typer.Option("--not-before", help="RFC 3339 time: stays scheduled until then")
+    ] = None,
     task_timeout: Annotated[
         float | None, typer.Option("--task-timeout", help="The task's own run time per attempt (seconds)")
     ] = None,
@@ -141,6 +149,8 @@ def submit(
             metadata=_metadata(metadata or []),
             timeout_seconds=task_timeout,
             idempotency_key=idempotency_key,
+            priority=priority,
+            not_before=not_before,
         )
         if not wait:
             print_json(task) if json_mode else stdout().print(safe(str(task.id)))
@@ -223,14 +233,16 @@ def list_tasks(
     specialist: Annotated[
         str | None, typer.Option("--specialist", "-s", help="Only this specialist's")
     ] = None,
+    priority: Annotated[str | None, typer.Option("--priority", help="Only this priority's")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many")] = 20,
     json_mode: JsonOption = False,
 ) -> None:
     """List tasks, newest first."""
     with reporting_errors(json_mode), endpoint(ctx).client() as client:
-        found = list(
-            client.list(status=status, specialist=specialist, page_size=min(limit, 200), limit=limit)
+        pages = client.list(
+            status=status, specialist=specialist, priority=priority, page_size=min(limit, 200), limit=limit
         )
+        found = list(pages)
     if json_mode:
         print_json(found)
         return

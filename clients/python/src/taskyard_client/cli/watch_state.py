@@ -11,9 +11,9 @@ from typing import Any
 from taskyard_client.answer import AnswerText
 from taskyard_client.models import TaskEvent
 
-# The status an event leaves the task in (a replay says which in its data).
+# The status an event leaves the task in (a replay says which in its data). ``accepted`` leaves the status
+# the state started with: pending, or scheduled for a task whose not_before is ahead.
 STATUS_AFTER = {
-    "accepted": "pending",
     "routed": "queued",
     "attempt_started": "running",
     "resumed": "running",

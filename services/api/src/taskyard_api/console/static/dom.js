@@ -38,7 +38,8 @@ function ownHref(value) {
 }
 
 export const TERMINAL = new Set(["completed", "failed", "cancelled", "dead_lettered"]);
-export const STATUSES = ["pending", "queued", "running", "retrying", "waiting", "completed", "failed", "dead_lettered", "cancelled"];
+export const PRIORITIES = ["high", "normal", "low"];
+export const STATUSES = ["scheduled", "pending", "queued", "running", "retrying", "waiting", "completed", "failed", "dead_lettered", "cancelled"];
 
 export function badge(status) {
   return h("span", { class: `badge status-${String(status).replace(/[^a-z_]/g, "")}`, text: String(status).replace("_", " ") });

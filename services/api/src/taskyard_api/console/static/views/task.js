@@ -101,6 +101,8 @@ function describe(task) {
     ["Run time", seconds(task.started_at, task.finished_at)],
     ["Tokens", `${task.usage?.total_tokens ?? 0} (${task.usage?.prompt_tokens ?? 0} in, ${task.usage?.completion_tokens ?? 0} out)`],
   ];
+  if (task.priority && task.priority !== "normal") rows.push(["Priority", task.priority]);
+  if (task.not_before) rows.push(["Not before", time(task.not_before)]);
   if (task.deadline) rows.push(["Deadline", time(task.deadline)]);
   if (task.next_attempt_at) rows.push(["Next attempt", time(task.next_attempt_at)]);
   const metadata = Object.entries(task.metadata ?? {});

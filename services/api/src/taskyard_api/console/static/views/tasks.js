@@ -2,14 +2,16 @@
 // seconds while shown so statuses move live.
 
 import { api } from "../api.js";
-import { STATUSES, badge, h, hashParams, hashWith, preview, shortId, sleep, time } from "../dom.js";
+import { PRIORITIES, STATUSES, badge, h, hashParams, hashWith, preview, shortId, sleep, time } from "../dom.js";
 
 const REFRESH_MS = 2500;
 const PAGE = 50;
 
 export async function tasksView(main, { signal }) {
   const params = hashParams();
-  const filters = { status: params.get("status") ?? "", specialist: params.get("specialist") ?? "", cursor: params.get("cursor") ?? "" };
+  const filters = {
+    status: params.get("status") ?? "", specialist: params.get("specialist") ?? "", priority: params.get("priority") ?? "", cursor: params.get("cursor") ?? "",
+  };
   const specialists = (await api("/v1/specialists", { signal })).items.map((s) => s.name);
 
   const go = (changes) => { location.hash = hashWith("#/tasks", { ...filters, cursor: "", ...changes }); };
@@ -25,7 +27,8 @@ export async function tasksView(main, { signal }) {
     h("div", { class: "title-row" }, h("h1", { text: "Tasks" }), updated),
     h("form", { class: "filters", onsubmit: (event) => event.preventDefault() },
       select("filter-status", "Status", STATUSES, filters.status, "status"),
-      select("filter-specialist", "Specialist", specialists, filters.specialist, "specialist")),
+      select("filter-specialist", "Specialist", specialists, filters.specialist, "specialist"),
+      select("filter-priority", "Priority", PRIORITIES, filters.priority, "priority")),
     h("table", { class: "list", id: "tasks" },
       h("thead", {}, h("tr", {}, ["Created", "Task", "Status", "Specialist", "Attempts", "Tokens", "Input"].map((name) => h("th", { text: name })))),
       body),
@@ -34,7 +37,7 @@ export async function tasksView(main, { signal }) {
 
   for (let first = true; !signal.aborted; first = false) {
     try {
-      const page = await api("/v1/tasks", { params: { status: filters.status, specialist: filters.specialist, cursor: filters.cursor, limit: PAGE }, signal });
+      const page = await api("/v1/tasks", { params: { status: filters.status, specialist: filters.specialist, priority: filters.priority, cursor: filters.cursor, limit: PAGE }, signal });
       body.replaceChildren(...page.items.map(row));
       if (!page.items.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted", text: "No tasks." })));
       footer.replaceChildren(
