@@ -25,6 +25,8 @@ COPY services/broker-agent/pyproject.toml services/broker-agent/pyproject.toml
 COPY services/worker/pyproject.toml services/worker/pyproject.toml
 COPY services/devllm/pyproject.toml services/devllm/pyproject.toml
 COPY services/operator/pyproject.toml services/operator/pyproject.toml
+# The client (SDK and command line) is in no image either; its manifest is there for the lock check too.
+COPY clients/python/pyproject.toml clients/python/pyproject.toml
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --locked --no-dev --no-install-workspace --package "${PACKAGE}"
 COPY libs libs

@@ -10,8 +10,8 @@ TEST_ENV = set -a; [ -f $(LOCAL_ENV) ] && source $(LOCAL_ENV); set +a; \
 	export DATABASE_URL="$${DATABASE_URL:-$$TASKYARD_DB_URL}";
 PYTEST_ARGS ?=
 
-.PHONY: help up test test-fast test-deploy tools manifests lint format check-packages bootstrap bench local-model \
-	test-local-model
+.PHONY: help up test test-fast test-deploy tools manifests lint format check-packages bootstrap bootstrap-test bench \
+	local-model test-local-model
 
 help:
 	@echo "make up     run taskyard locally (installs what is missing, starts RabbitMQ/PostgreSQL);"
@@ -29,6 +29,10 @@ help:
 bootstrap:
 	@bash scripts/bootstrap.sh
 
+# What make test needs besides: Debian's chromium for the web console's browser tests.
+bootstrap-test:
+	@bash scripts/bootstrap.sh --browser
+
 # LLM=local (the default) or LLM=dev: what runs when no LLM endpoint is configured (also TASKYARD_UP_LLM).
 LLM ?=
 up: bootstrap
@@ -44,7 +48,7 @@ test-local-model: bootstrap local-model
 	uv sync --locked
 	$(TEST_ENV) TASKYARD_REQUIRE_LOCAL_MODEL=1 uv run --locked pytest -m local_model tests/local_model $(PYTEST_ARGS)
 
-test: bootstrap tools
+test: bootstrap-test tools
 	uv sync --locked
 	$(TEST_ENV) uv run --locked pytest $(PYTEST_ARGS)
 
@@ -88,18 +92,22 @@ format:
 	uv run --locked ruff check --fix .
 	uv run --locked ruff format .
 
-# Each service installs and starts alone, with only its own dependencies (the workspace's known hole is a
-# service importing another member's dependency from the shared dev environment).
+# Each service, and the client (SDK and `taskyard` command), installs and starts alone, with only its own
+# dependencies (the workspace's known hole is a member importing another member's dependency from the shared
+# dev environment).
 check-packages:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	for spec in taskyard-api:taskyard-api taskyard-api:taskyard-migrate taskyard-api:taskyard-admin \
 	            taskyard-broker-agent:taskyard-broker-agent taskyard-worker:taskyard-worker \
-	            taskyard-devllm:taskyard-devllm taskyard-operator:taskyard-operator; do \
+	            taskyard-devllm:taskyard-devllm taskyard-operator:taskyard-operator taskyard-client:taskyard; do \
 	  pkg=$${spec%%:*}; cmd=$${spec##*:}; \
 	  echo "== $$pkg alone: $$cmd --help"; \
 	  UV_PROJECT_ENVIRONMENT=$$tmp/$$pkg uv sync --locked --no-dev --package $$pkg -q; \
 	  $$tmp/$$pkg/bin/$$cmd --help > /dev/null; \
-	done; echo "every service installs and starts alone"
+	done; \
+	echo "== taskyard-client alone: the SDK imports without the command line"; \
+	$$tmp/taskyard-client/bin/python -c "import sys, taskyard_client; assert 'typer' not in sys.modules"; \
+	echo "every service and the client install and start alone"
 
 # The routing evaluation (evals/routing, results in docs/routing.md): the rules router in-process (no
 # services), and the broker agent's LLM router when TASKYARD_LLM_BASE_URL (or an API key) is set.

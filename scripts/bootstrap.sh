@@ -4,9 +4,20 @@
 #   - RabbitMQ and PostgreSQL reachable on 127.0.0.1: started when installed but stopped, installed with apt
 #     when absent and running as root, otherwise a clear message saying what to do;
 #   - a local database role and database `taskyard`, with a generated password kept in .taskyard/local.env
-#     (git-ignored), unless TASKYARD_DB_URL / DATABASE_URL already point somewhere.
+#     (git-ignored), unless TASKYARD_DB_URL / DATABASE_URL already point somewhere;
+#   - with --browser (make test): Debian's chromium for the web console's browser tests, installed with apt
+#     when missing and running as root; otherwise those tests are skipped, except under CI=true, where a
+#     missing browser stops here.
 # Idempotent: every step checks first. Prints what it does.
 set -euo pipefail
+
+WITH_BROWSER=0
+for arg in "$@"; do
+  case "$arg" in
+    --browser) WITH_BROWSER=1 ;;
+    *) echo "usage: scripts/bootstrap.sh [--browser]" >&2; exit 2 ;;
+  esac
+done
 
 cd "$(dirname "$0")/.."
 STATE_DIR=.taskyard
@@ -122,8 +133,26 @@ ensure_database() {
   } >"$LOCAL_ENV"
 }
 
+has_chromium() {
+  [ -n "${TASKYARD_CHROMIUM:-}" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null
+}
+
+ensure_chromium() {
+  if has_chromium; then return; fi
+  # Debian's package, never Playwright's own download: the tests pass its path as executable_path.
+  if apt_install chromium && has_chromium; then return; fi
+  local why="chromium is not installed and cannot be installed here (needs root and apt-get)"
+  if [ "${CI:-}" = true ]; then
+    die "$why: the browser tests cannot run (CI=true)"
+  fi
+  say "$why: the web console's browser tests will be skipped (sudo apt-get install chromium)"
+}
+
 ensure_uv
 ensure_rabbitmq
 ensure_postgres
 ensure_database
 say "RabbitMQ and PostgreSQL are reachable"
+if [ "$WITH_BROWSER" = 1 ]; then
+  ensure_chromium
+fi

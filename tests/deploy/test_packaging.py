@@ -23,12 +23,27 @@ def test_hadolint_passes():
 def test_dockerfile_copies_every_workspace_member_and_what_it_needs():
     text = (ROOT / "Dockerfile").read_text()
     assert "common" in LIBS
-    for member in [*(f"libs/{lib}" for lib in LIBS), *(f"services/{s}" for s in SERVICES)]:
+    # Every member of the workspace (services, libraries, the client): uv checks the lock against them all.
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["workspace"]["members"]
+    members = sorted(
+        str(p.parent.relative_to(ROOT))
+        for pattern in patterns
+        for p in ROOT.glob(f"{pattern}/pyproject.toml")
+    )
+    assert {"libs/common", "services/api", "clients/python"} <= set(members)
+    for member in members:
         assert f"COPY {member}/pyproject.toml" in text, member
     assert re.search(r"FROM ghcr.io/astral-sh/uv:\d+\.\d+\.\d+ ", text), "uv must be pinned"
     assert "--no-install-workspace" in text and "USER 10001" in text
     ignore = (ROOT / ".dockerignore").read_text()
-    for needed in ("pyproject.toml", "uv.lock", "specialists.yaml", "libs/", "services/"):
+    for needed in (
+        "pyproject.toml",
+        "uv.lock",
+        "specialists.yaml",
+        "libs/",
+        "services/",
+        "clients/python/pyproject.toml",
+    ):
         assert f"!{needed}" in ignore
 
 

@@ -92,6 +92,9 @@ async def test_up_supervises_every_service(
     assert "stopped" in output
     # The banner names the default tenant's webhook secret and shows a submission with a webhook.
     assert "tenant default signs with whsec_" in output and '"webhook": {"url": "http://127.0.0.1:' in output
+    # And a command line example, and the console.
+    assert f"TASKYARD_URL=http://127.0.0.1:{api_port} uv run taskyard submit" in output
+    assert f"http://127.0.0.1:{api_port}/console/" in output
     for port in [api_port, *health_ports]:
         assert _pid_listening_on(port, required=False) is None, f"something still listens on {port}"
 

@@ -13,6 +13,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from taskyard_api.console.routes import make_router as console_router
 from taskyard_api.gc_tuning import tune_for_serving
 from taskyard_api.http.body_limit import BodyLimitMiddleware
 from taskyard_api.http.errors import InternalErrorMiddleware, exception_handlers
@@ -93,6 +94,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(dead_letters.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
+    # The web console (static, outside the OpenAPI document): it calls the /v1 routes like any client.
+    app.include_router(console_router())
     # Added innermost first: metrics see every answer, including 413s and last-resort 500s, and the request
     # id (outermost) is set before anything logs and stamped on every answer.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes)

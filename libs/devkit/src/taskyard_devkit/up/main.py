@@ -120,16 +120,21 @@ def banner(args: argparse.Namespace, catalog: Catalog, llm_line: str, secret: st
         if secret
         else ""
     )
+    # The command line comes with the dev environment (clients/python); it reads the URL from TASKYARD_URL.
+    cli = "uv run taskyard" if base == "http://127.0.0.1:8000" else f"TASKYARD_URL={base} uv run taskyard"
     return f"""
   taskyard is up. Ctrl-C stops everything.
 
     API        {base}/v1/tasks       (OpenAPI: {base}/docs)
+    console    {base}/console/
     health     {base}/readyz   metrics: {base}/metrics
     broker     http://127.0.0.1:{args.health_base_port}/metrics
     workers    {", ".join(f"{n}: :{args.health_base_port + i}" for i, n in enumerate(catalog.names, 1))}
     LLM        {llm_line}
 
   Try it:
+    {cli} submit "Summarize: taskyard runs long AI agent tasks asynchronously." --wait
+    {cli} list     (also: status, result, watch, cancel, dead-letters, specialists; --help)
     curl -s -X POST {base}/v1/tasks -H 'Content-Type: application/json' \\
          -d '{{"input": "Summarize: taskyard runs long AI agent tasks asynchronously."}}'
     curl -s {base}/v1/tasks/<id>

@@ -1,0 +1,1 @@
+"""The ``taskyard`` command line (typer and rich): ``app.py`` holds the entry point."""
