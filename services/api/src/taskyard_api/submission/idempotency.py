@@ -14,6 +14,7 @@ import json
 from typing import Annotated
 
 from fastapi import Header
+from pydantic import BaseModel
 
 from taskyard_api.http.problems import IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED, ProblemException
 from taskyard_api.models import TaskSubmission
@@ -37,11 +38,17 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 def request_hash(submission: TaskSubmission) -> str:
-    """SHA-256 of the validated submission's canonical JSON (sorted keys, no spaces). Without a webhook,
-    the field is left out, so a key stored before submissions had one still matches its retry."""
-    exclude = {"webhook"} if submission.webhook is None else None
+    """SHA-256 of the validated submission's canonical JSON (sorted keys, no spaces). Without a webhook or
+    a chain (``then``), the field is left out, so a key stored before submissions had one still matches its
+    retry."""
+    exclude = {name for name in ("webhook", "then") if getattr(submission, name) is None}
+    return canonical_hash(submission, exclude)
+
+
+def canonical_hash(request: BaseModel, exclude: set[str] | None = None) -> str:
+    """SHA-256 of a validated request's canonical JSON (sorted keys, no spaces)."""
     canonical = json.dumps(
-        submission.model_dump(mode="json", exclude=exclude),
+        request.model_dump(mode="json", exclude=exclude),
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,

@@ -14,12 +14,7 @@ from uuid import UUID, uuid4
 
 from taskyard_api.models import TaskSubmission
 from taskyard_api.resources import Resources
-from taskyard_api.submission.checks import (
-    check_input_size,
-    check_specialist,
-    check_timeout,
-    check_webhook,
-)
+from taskyard_api.submission.checks import check_submission
 from taskyard_api.submission.idempotency import replayed_task, request_hash
 from taskyard_api.submission.rate_limit import take_submission_token
 from taskyard_common.announce import publish_then_mark
@@ -50,10 +45,7 @@ async def submit(
     ``BrokerUnavailable``, ``PublishRejected``, ``Unroutable`` or ``StoreUnavailable`` (503, nothing
     stored)."""
     limit_headers = await take_submission_token(resources, tenant)
-    check_specialist(submission, resources.catalog)
-    check_timeout(submission, resources.catalog)
-    check_input_size(submission.input, resources.settings)
-    check_webhook(submission, resources.settings)
+    check_submission(submission, resources.catalog, resources.settings)
     store = resources.store
     try:
         # Known to be down: refuse before storing anything rather than insert and delete.
@@ -70,6 +62,10 @@ async def submit(
         timeout_seconds=submission.timeout_seconds,
         tenant=tenant,
         webhook=submission.webhook.model_dump() if submission.webhook is not None else None,
+        # The chain's next steps: the store creates each when the one before it completes.
+        chain_rest=[step.model_dump(exclude_none=True) for step in submission.then]
+        if submission.then
+        else None,
     )
     try:
         if idempotency_key is None:
