@@ -297,6 +297,12 @@ class TaskStore(Protocol):
         retention_seconds: float,
     ) -> tuple[bool, str, UUID | None, builtins.list[TaskRecord]]: ...
 
+    async def group_key(
+        self, tenant: str, key: str, retention_seconds: float
+    ) -> tuple[str, UUID | None] | None:
+        """(request hash, group) of a group Idempotency-Key younger than ``retention_seconds``, or None."""
+        ...
+
     async def discard_group(self, group_id: UUID) -> builtins.list[UUID]:
         """Take back a group whose announcement failed (its children not yet routed deleted, any routed
         cancelled); returns the running ones (tell their workers)."""

@@ -209,6 +209,20 @@ class WorkflowQueries(GroupSettling):
             self._changed(record.id, watched=False)
         return True, request_hash, group_id, created
 
+    async def group_key(
+        self, tenant: str, key: str, retention_seconds: float
+    ) -> tuple[str, UUID | None] | None:
+        """(the request's hash, its group) an Idempotency-Key younger than the retention names, or None: a
+        retry is answered without being charged again (a claim still decides who creates the group)."""
+        row = await self._fetchrow(
+            "SELECT request_hash, group_id FROM group_idempotency_keys WHERE tenant = $1 AND key = $2"
+            " AND created_at >= clock_timestamp() - make_interval(secs => $3)",
+            tenant,
+            key,
+            float(retention_seconds),
+        )
+        return (row["request_hash"], row["group_id"]) if row is not None else None
+
     async def discard_group(self, group_id: UUID) -> builtins.list[UUID]:
         """Take back a group whose announcement failed: its Idempotency-Key released, its children not yet
         routed deleted (an intake message already sent for one finds no task and is dropped), and the group
