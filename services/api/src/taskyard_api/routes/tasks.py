@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 from typing import Annotated, Any
-from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from taskyard_api.cancelling import tell_workers
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep, WatcherDep
 from taskyard_api.http.cursor import encode_cursor
 from taskyard_api.http.etag import ETAG_HEADER, IfNoneMatchHeader, client_has_current, task_etag
@@ -35,16 +35,13 @@ from taskyard_api.http.problems import (
     problem_responses,
 )
 from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmission, task_path
-from taskyard_api.resources import Resources
 from taskyard_api.submission.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader
 from taskyard_api.submission.submit import submit
 from taskyard_api.tenancy.auth import Reader, Submitter
 from taskyard_api.tenancy.owned import owned_task
 from taskyard_api.watching.long_poll import WaitQuery, wait_for_change
 from taskyard_api.workflows.links import new_task_document, task_document
-from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import ControlMessage
 
 log = logging.getLogger(__name__)
 
@@ -247,15 +244,3 @@ async def cancel_task(
         await tell_workers(resources, record.id)
         response.status_code = 202
     return await task_document(resources.store, record)
-
-
-async def tell_workers(resources: Resources, task_id: UUID) -> None:
-    """Best effort: the request is committed, and each worker's heartbeat reads it anyway."""
-    try:
-        await resources.bus.publisher.publish(
-            resources.topology.control_exchange, "", ControlMessage(task_id=task_id)
-        )
-    except Unroutable:
-        log.info("cancel of task %s: no worker listening; its heartbeat will see the request", task_id)
-    except (BrokerUnavailable, PublishRejected) as exc:
-        log.warning("cancel of task %s not broadcast (%s); its heartbeat will see the request", task_id, exc)

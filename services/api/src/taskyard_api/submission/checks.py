@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from taskyard_api.http.problems import UNKNOWN_SPECIALIST, VALIDATION_ERROR, FieldError, ProblemException
 from taskyard_api.models import TaskSubmission
 from taskyard_api.settings import ServiceSettings
+from taskyard_api.workflows.documents import GroupSubmission
 from taskyard_common.catalog import Catalog
 from taskyard_common.webhooks import literal_address, refusal
 
@@ -34,6 +35,18 @@ def check_submission(submission: TaskSubmission, catalog: Catalog, settings: Ser
     check_timeout(submission.timeout_seconds, submission.specialist, catalog)
     check_input_size(submission.input, settings)
     check_webhook(submission, settings)
+
+
+def check_group(submission: GroupSubmission, catalog: Catalog, settings: ServiceSettings) -> None:
+    """Every task of a group checked like a submission (the first error answers), and its reduce step."""
+    for index, task in enumerate(submission.tasks):
+        check_specialist(task.specialist, catalog, ("body", "tasks", index, "specialist"))
+        check_timeout(
+            task.timeout_seconds, task.specialist, catalog, ("body", "tasks", index, "timeout_seconds")
+        )
+        check_input_size(task.input, settings, ("body", "tasks", index, "input"))
+    if submission.reduce is not None:
+        check_specialist(submission.reduce.specialist, catalog, ("body", "reduce", "specialist"))
 
 
 def check_specialist(name: str | None, catalog: Catalog, loc: Loc = ("body", "specialist")) -> None:

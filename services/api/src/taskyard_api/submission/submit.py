@@ -96,7 +96,7 @@ async def submit(
     except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
         # Deleting the task releases its idempotency key with it (ON DELETE CASCADE): a retry may succeed.
         await _discard(store, record.id)
-        SUBMIT_REJECTED.labels(_reject_reason(exc)).inc()
+        SUBMIT_REJECTED.labels(reject_reason(exc)).inc()
         raise  # the exception handlers answer 503 with Retry-After
     TASKS_SUBMITTED.inc()
     return Submitted(record, replayed=False, rate_limit_headers=limit_headers)
@@ -110,7 +110,7 @@ async def _discard(store: TaskStore, task_id: UUID) -> None:
         log.error("could not discard unannounced task %s: database unavailable", task_id)
 
 
-def _reject_reason(exc: Exception) -> str:
+def reject_reason(exc: Exception) -> str:
     """The ``reason`` label of ``taskyard_submit_rejected_total`` for a failed announcement."""
     if isinstance(exc, PublishRejected):
         return "queue_full"
