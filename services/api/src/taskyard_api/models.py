@@ -292,8 +292,8 @@ class TaskEventDocument(BaseModel):
     seq: int = Field(description="Its number: from 1, one more per event, in the order they happened")
     type: str = Field(
         description="accepted, routed, attempt_started, llm_call, tool_call, token, retry_scheduled, resumed, "
-        "handed_back, cancel_requested, lease_expired, replayed, or a terminal status (completed, failed, "
-        "cancelled, dead_lettered)"
+        "handed_back, cancel_requested, lease_expired, replayed, delegated, child_finished, or a terminal "
+        "status (completed, failed, cancelled, dead_lettered)"
     )
     data: dict[str, Any] = Field(description="What the type says happened (see the API documentation)")
     at: str = Field(

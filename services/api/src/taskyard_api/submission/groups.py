@@ -116,9 +116,14 @@ async def submit_group(
             )
             if not created:
                 return await _replayed(resources, stored_hash, wanted, existing, limit_headers)
-        # Read now, while nothing is announced: a database that fails here refuses the group cleanly.
+    except StoreUnavailable:
+        SUBMIT_REJECTED.labels("database_unavailable").inc()
+        raise
+    try:
+        # Read now, while nothing is announced: a database that fails here refuses the group (503).
         group = await store.get_group(group_id)
     except StoreUnavailable:
+        await _take_back(resources, group_id)
         SUBMIT_REJECTED.labels("database_unavailable").inc()
         raise
     if group is None:  # committed a moment ago; only a concurrent discard of our own id could do this
