@@ -53,6 +53,20 @@ async def test_a_bucket_hands_out_exactly_its_tokens_to_concurrent_takers(store:
     assert all(t.tokens < 1 for t in taken if not t.allowed)
 
 
+async def test_many_tokens_are_taken_all_at_once_or_not_at_all(store: PostgresTaskStore):
+    limits = RateLimitStore(store.pool)
+    # A new tenant's bucket starts full: 7 of 10 taken, then 4 are refused whole and 3 still fit.
+    first = await limits.take("g", per_second=0.001, burst=10, count=7)
+    assert first.allowed and 2.9 < first.tokens <= 3.01
+    refused = await limits.take("g", per_second=0.001, burst=10, count=4)
+    assert not refused.allowed and refused.tokens < 4
+    assert (await limits.take("g", per_second=0.001, burst=10, count=3)).allowed
+    assert not (await limits.take("g", per_second=0.001, burst=10)).allowed
+    # Concurrent takers of 3 from a bucket of 10: three fit, never a fourth.
+    taken = await asyncio.gather(*(limits.take("h", per_second=0.001, burst=10, count=3) for _ in range(8)))
+    assert sum(t.allowed for t in taken) == 3
+
+
 async def test_keys_authenticate_until_revoked(store: PostgresTaskStore):
     keys = KeyStore(store.pool)
     record, key = await keys.create(tenant="acme", role=Role.READER, name="n")

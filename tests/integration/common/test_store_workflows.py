@@ -156,3 +156,66 @@ async def test_a_group_without_reduce_ends_with_its_children_and_can_be_cancelle
     for child in pending:
         assert await store.cancel_running(child.id, "w", Usage())
     assert (await store.get_group(cancelled_id)).status == "cancelled" and announced == []
+
+
+async def test_a_tasks_links_come_in_one_read(store, announced):
+    first = await running(store, new(chain_rest=[{"specialist": "summarizer"}]))
+    [child] = await store.delegate(first.id, "w", [child_of(first, "a")])
+    steps, children = await store.links(first.id, first.chain_root_id)
+    assert [s["id"] for s in steps] == [first.id] and [c["id"] for c in children] == [child.id]
+    assert children[0]["specialist"] is None and children[0]["status"] == "pending"
+    plain = await running(store, new(requested_specialist="general"))
+    assert await store.links(plain.id, None) == ([], [])
+
+
+async def test_a_group_refused_half_way_is_taken_back(store, announced):
+    group_id = uuid.uuid4()
+    tasks = [new(input=f"item {i}", group_id=group_id, group_role="child") for i in range(3)]
+    created, _, _, records = await store.create_group_idempotent(
+        group_id,
+        tenant="default",
+        tasks=tasks,
+        reduce=None,
+        metadata={},
+        key="k",
+        request_hash="h",
+        retention_seconds=60,
+    )
+    assert created and (await store.get_group(group_id)).unannounced == 3
+    await store.mark_published(records[0].id)
+    assert (await store.get_group(group_id)).unannounced == 2
+    # Nothing routed yet: all of it goes, the key too.
+    assert await store.discard_group(group_id) == []
+    assert await store.get_group(group_id) is None and await store.get(records[0].id) is None
+    assert await store.pool.fetchval("SELECT count(*) FROM group_idempotency_keys") == 0
+
+    # One child was routed from an early publish, another is running: those are cancelled, the rest go.
+    kept_id = uuid.uuid4()
+    tasks = [new(input=f"item {i}", group_id=kept_id, group_role="child") for i in range(3)]
+    records = await store.create_group(kept_id, tenant="default", tasks=tasks, reduce={}, metadata={})
+    assert await store.route(records[0].id, decision()) and await store.route(records[1].id, decision())
+    await store.start(records[1].id, owner="w", lease_seconds=30, attempt=1)
+    assert await store.discard_group(kept_id) == [records[1].id]
+    assert (await store.get(records[0].id)).status is TaskStatus.CANCELLED
+    assert (await store.get(records[1].id)).cancel_requested_at is not None
+    assert await store.get(records[2].id) is None
+    assert await store.cancel_running(records[1].id, "w", Usage())
+    group = await store.get_group(kept_id)
+    assert group.status == "cancelled" and group.reduce_task_id is None and announced == []
+
+
+async def test_group_keys_expire(store):
+    group_id = uuid.uuid4()
+    await store.create_group_idempotent(
+        group_id,
+        tenant="default",
+        tasks=[new(group_id=group_id, group_role="child")],
+        reduce=None,
+        metadata={},
+        key="k",
+        request_hash="h",
+        retention_seconds=60,
+    )
+    now = await store.pool.fetchval("SELECT clock_timestamp()")
+    assert await store.expire_group_idempotency_keys(now) == 1
+    assert await store.get_group(group_id) is not None, "the group stays; only its key is forgotten"

@@ -4,7 +4,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from taskyard_api.models import MAX_INPUT_DEPTH, TaskDocument, TaskSubmission
+from taskyard_api.json_values import MAX_INPUT_DEPTH
+from taskyard_api.models import TaskDocument, TaskSubmission
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import TaskRecord

@@ -1,6 +1,5 @@
-"""Task groups against the contract of issue 21 (POST/GET /v1/task-groups, POST .../cancel). The route is
-being added on another branch: these tests play it with an httpx MockTransport, and the OpenAPI contract
-test checks the real route once it is in the API."""
+"""Task groups (POST/GET /v1/task-groups, POST .../cancel) played with an httpx MockTransport; the OpenAPI
+contract test checks the SDK's models against the real routes."""
 
 from __future__ import annotations
 
@@ -20,7 +19,11 @@ def group_document(status: str = "running", **fields: object) -> dict[str, objec
     return {
         "id": GROUP,
         "status": status,
-        "children": CHILDREN,
+        "total": len(CHILDREN),
+        "children": {
+            "items": [{"id": c, "status": "queued", "specialist": None} for c in CHILDREN],
+            "next_cursor": None,
+        },
         "counts": {"queued": 1, "running": 1},
         "reduce_task_id": None,
         "created_at": "2025-05-01T09:30:00Z",
@@ -45,7 +48,7 @@ def test_submit_a_group_with_a_reduce_step_and_one_idempotency_key_across_retrie
             ],
             reduce={"specialist": "general", "instructions": "Merge the summaries."},
         )
-    assert group.id == uuid.UUID(GROUP) and group.children == [uuid.UUID(c) for c in CHILDREN]
+    assert group.id == uuid.UUID(GROUP) and group.child_ids == [uuid.UUID(c) for c in CHILDREN]
     assert group.counts == {"queued": 1, "running": 1} and group.reduce_task_id is None
     assert group.model_extra == {"created_at": "2025-05-01T09:30:00Z"}
     assert [r.url.path for r in requests] == ["/v1/task-groups"] * 2

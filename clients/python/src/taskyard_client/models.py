@@ -188,15 +188,36 @@ class SpecialistList(_Document):
     items: list[Specialist]
 
 
+class ChildLink(_Document):
+    """A group's child (or a delegated task): its id, status and specialist."""
+
+    id: UUID
+    status: str
+    specialist: str | None = None
+
+
+class GroupChildren(_Document):
+    """A page of a group's children, oldest first (``next_cursor``: more to read)."""
+
+    items: list[ChildLink] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
 class Group(_Document):
-    """A task group (``POST /v1/task-groups``): its children's ids, how many are in each status, and the
+    """A task group (``POST /v1/task-groups``): a page of its children, how many are in each status, and the
     reduce task started once they all finished (if the group asked for one)."""
 
     id: UUID
     status: str
-    children: list[UUID] = Field(default_factory=list)
+    total: int = 0
+    children: GroupChildren = Field(default_factory=GroupChildren)
     counts: dict[str, int] = Field(default_factory=dict)
     reduce_task_id: UUID | None = None
+
+    @property
+    def child_ids(self) -> list[UUID]:
+        """The ids of the children on this page."""
+        return [child.id for child in self.children.items]
 
 
 class Problem(_Document):

@@ -22,7 +22,7 @@ from taskyard_api.http.openapi import install_openapi
 from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan, stop_watching
-from taskyard_api.routes import dead_letters, events, health, specialists, tasks, webhooks
+from taskyard_api.routes import dead_letters, events, health, specialists, task_groups, tasks, webhooks
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
@@ -37,6 +37,10 @@ Server-Sent Events stream with `Accept: text/event-stream`), until it is `comple
 is an RFC 9457 problem document (`application/problem+json`).
 A **503** on submission means the task was *not* stored: retry after `Retry-After` seconds.
 
+A task may be followed by more steps (`then`: each step's input is the previous step's output), and
+`POST /v1/task-groups` submits up to 1000 tasks at once, with an optional `reduce` step run once on their
+outcomes. A task's document links its chain, its parent, the tasks it delegated to and its group.
+
 A task submitted with a `webhook` has its terminal status POSTed there, signed (Standard Webhooks);
 `GET /v1/tasks/{task_id}/webhook-deliveries` lists what was sent. `POST /v1/tasks/{task_id}/cancel` stops a
 task; the `dead-letters` routes let an operator replay or discard
@@ -49,7 +53,11 @@ accept an `Idempotency-Key` header, so a retry never creates a second task.
 """
 
 TAGS = [
-    {"name": "tasks", "description": "Submit tasks, follow them, cancel them"},
+    {"name": "tasks", "description": "Submit tasks (and chains of steps), follow them, cancel them"},
+    {
+        "name": "task-groups",
+        "description": "Submit many tasks at once, with a reduce step run once on their outcomes",
+    },
     {"name": "webhooks", "description": "A task's webhook deliveries: their attempts, and sending one again"},
     {
         "name": "dead-letters",
@@ -89,6 +97,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         exception_handlers=exception_handlers(settings.retry_after_seconds),
     )
     app.include_router(tasks.router)
+    app.include_router(task_groups.router)
     app.include_router(webhooks.router)
     app.include_router(events.router)
     app.include_router(dead_letters.router)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
@@ -14,54 +13,27 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    StringConstraints,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from taskyard_api.json_values import (
+    MAX_METADATA_ENTRIES,
+    MetadataKey,
+    MetadataValue,
+    storable_metadata,
+    usable_input,
+)
 from taskyard_api.webhooks.documents import WebhookRequest
+from taskyard_api.workflows.documents import MAX_CHAIN_STEPS, ChainLink, ChainStep, ChildLink, GroupRef
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Priority, RoutingMethod, TaskInput, Usage, utcnow
 from taskyard_common.store.records import TaskRecord
 from taskyard_common.task_errors import TaskError
 
-# Beyond this, serialisers (pydantic's, PostgreSQL's) refuse or recurse too deep: refuse it up front as 422
-# instead of failing later as a 500.
-MAX_INPUT_DEPTH = 32
-MAX_METADATA_ENTRIES = 64
 # How far ahead ``not_before`` may be: further is more likely a mistake (a year typed wrong) than a plan.
 MAX_NOT_BEFORE_DAYS = 366
-
-MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
-
-
-def _check_text(text: str) -> None:
-    # PostgreSQL's jsonb cannot store NUL characters, and lone surrogates are not encodable as UTF-8.
-    if "\x00" in text:
-        raise ValueError("text must not contain NUL (\\u0000) characters")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
-
-
-def check_json_value(value: Any, depth: int = 0) -> None:
-    """Refuse what the task store or the message encoder could not take, so it is a 422, never a 500."""
-    if depth > MAX_INPUT_DEPTH:
-        raise ValueError(f"input is nested deeper than {MAX_INPUT_DEPTH} levels")
-    if isinstance(value, str):
-        _check_text(value)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_text(key)
-            check_json_value(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            check_json_value(item, depth + 1)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("numbers must be finite (no NaN or Infinity)")
 
 
 # RFC 3339 ``date-time``: the offset is mandatory. Pydantic alone would also take a bare Unix time.
@@ -148,6 +120,14 @@ class TaskSubmission(BaseModel):
             raise ValueError("deadline must be later than not_before (the task could never start)")
         return self
 
+    then: list[ChainStep] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CHAIN_STEPS,
+        description="Steps to run after this task, one after the other, each with the previous one's output "
+        "as its input (at most 20); a step that does not complete ends the chain",
+    )
+
     @field_validator("deadline")
     @classmethod
     def _deadline_is_ahead(cls, value: datetime | None) -> datetime | None:
@@ -162,21 +142,8 @@ class TaskSubmission(BaseModel):
             raise ValueError("deadline must be in the future")
         return value
 
-    @field_validator("input")
-    @classmethod
-    def _input_is_usable(cls, value: TaskInput) -> TaskInput:
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("input must not be empty")
-        if isinstance(value, dict) and not value:
-            raise ValueError("input must not be an empty object")
-        check_json_value(value)
-        return value
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata_is_storable(cls, value: dict[str, str]) -> dict[str, str]:
-        check_json_value(value)
-        return value
+    _input_is_usable = field_validator("input")(usable_input)
+    _metadata_is_storable = field_validator("metadata")(storable_metadata)
 
 
 class RoutingInfo(BaseModel):
@@ -248,12 +215,45 @@ class TaskDocument(BaseModel):
     not_before: datetime | None = Field(
         default=None, description="Not routed or started before then (scheduled until it passes)"
     )
+    instructions: str | None = Field(
+        default=None,
+        description="Extra instructions for its agent, after the specialist's own (a chain step's, a reduce "
+        "step's, a delegated task's)",
+    )
+    parent: UUID | None = Field(
+        default=None,
+        description="The task that created it: the previous step of its chain, or the task that delegated it",
+    )
+    group: GroupRef | None = Field(default=None, description="The group it belongs to, and its role there")
+    chain: list[ChainLink] | None = Field(
+        default=None,
+        description="Its chain's steps created so far, first to last (null: not a chain's; null in lists)",
+    )
+    next: UUID | None = Field(
+        default=None, description="The next step of its chain, once created (null in lists)"
+    )
+    children: list[ChildLink] | None = Field(
+        default=None, description="The tasks it delegated to, oldest first (null in lists)"
+    )
     links: TaskLinks
 
     @classmethod
-    def from_record(cls, record: TaskRecord) -> TaskDocument:
+    def from_record(
+        cls,
+        record: TaskRecord,
+        *,
+        chain: list[ChainLink] | None = None,
+        children: list[ChildLink] | None = None,
+    ) -> TaskDocument:
+        """``chain`` and ``children``, read apart (``workflows.links``), only for a single task's document."""
         routing = record.routing
         path = task_path(record.id)
+        following = [s.id for s in chain or () if s.index == (record.chain_index or 0) + 1]
+        group = (
+            GroupRef.model_validate({"id": record.group_id, "role": record.group_role})
+            if record.group_id is not None and record.group_role is not None
+            else None
+        )
         return cls(
             id=record.id,
             status=record.status,
@@ -278,6 +278,12 @@ class TaskDocument(BaseModel):
             webhook=_webhook_info(record),
             priority=record.priority,
             not_before=record.not_before,
+            instructions=record.instructions,
+            parent=record.parent_id,
+            group=group,
+            chain=chain,
+            next=following[0] if following else None,
+            children=children,
             links=TaskLinks.model_validate({"self": path, "result": f"{path}/result"}),
         )
 
@@ -326,8 +332,8 @@ class TaskEventDocument(BaseModel):
     seq: int = Field(description="Its number: from 1, one more per event, in the order they happened")
     type: str = Field(
         description="accepted, routed, attempt_started, llm_call, tool_call, token, retry_scheduled, resumed, "
-        "handed_back, cancel_requested, lease_expired, replayed, or a terminal status (completed, failed, "
-        "cancelled, dead_lettered)"
+        "handed_back, cancel_requested, lease_expired, replayed, delegated, child_finished, or a terminal "
+        "status (completed, failed, cancelled, dead_lettered)"
     )
     data: dict[str, Any] = Field(description="What the type says happened (see the API documentation)")
     at: str = Field(

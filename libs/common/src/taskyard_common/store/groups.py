@@ -60,6 +60,9 @@ class GroupRecord(BaseModel):
     finished_at: datetime | None
     # Children by status.
     counts: dict[str, int] = {}
+    # Children still pending whose intake message is not known to be published: a submission still
+    # announcing them (or one that died doing so, whose children the API's sweeper announces).
+    unannounced: int = 0
 
 
 def group_status_after(reduce_status: TaskStatus) -> str:

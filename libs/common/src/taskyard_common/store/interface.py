@@ -269,6 +269,12 @@ class TaskStore(Protocol):
 
     async def chain(self, root_id: UUID) -> builtins.list[dict[str, Any]]: ...
 
+    async def links(
+        self, task_id: UUID, chain_root_id: UUID | None
+    ) -> tuple[builtins.list[dict[str, Any]], builtins.list[dict[str, Any]]]:
+        """(``chain(chain_root_id)``, ``children(task_id)``) in one query: what a task's document links."""
+        ...
+
     async def create_group(
         self,
         group_id: UUID,
@@ -292,7 +298,20 @@ class TaskStore(Protocol):
         retention_seconds: float,
     ) -> tuple[bool, str, UUID | None, builtins.list[TaskRecord]]: ...
 
-    async def discard_group(self, group_id: UUID) -> None: ...
+    async def group_key(
+        self, tenant: str, key: str, retention_seconds: float
+    ) -> tuple[str, UUID | None] | None:
+        """(request hash, group) of a group Idempotency-Key younger than ``retention_seconds``, or None."""
+        ...
+
+    async def discard_group(self, group_id: UUID) -> builtins.list[UUID]:
+        """Take back a group whose announcement failed (its children not yet routed deleted, any routed
+        cancelled); returns the running ones (tell their workers)."""
+        ...
+
+    async def expire_group_idempotency_keys(self, older_than: datetime) -> int:
+        """Delete the groups' idempotency keys created before ``older_than``; returns how many."""
+        ...
 
     async def get_group(self, group_id: UUID) -> GroupRecord | None: ...
 

@@ -1,7 +1,8 @@
 """A token bucket per tenant in PostgreSQL, so that every API replica draws on the same budget.
 
 One statement refills the bucket by the time elapsed since it last changed (the database's clock, the same
-for every replica) and takes a token only if a whole one is there. The row lock of ``ON CONFLICT DO UPDATE``
+for every replica) and takes a token only if a whole one is there (or N tokens only if N are there: a group
+of N tasks is charged all at once, or not at all). The row lock of ``ON CONFLICT DO UPDATE``
 serialises concurrent takers, so replicas never hand out the same token twice.
 """
 
@@ -11,13 +12,14 @@ from dataclasses import dataclass
 
 from taskyard_common.store._pg import PoolStore
 
-# $1 tenant, $2 tokens per second, $3 burst (bucket size).
+# $1 tenant, $2 tokens per second, $3 burst (bucket size), $4 tokens to take (at most the burst).
 _REFILLED = "least($3::float8, r.tokens + $2::float8 * extract(epoch FROM clock_timestamp() - r.updated_at))"
 _TAKE = (
     "WITH taken AS ("
-    " INSERT INTO rate_limits AS r (tenant, tokens, updated_at) VALUES ($1, $3::float8 - 1, clock_timestamp())"
-    f" ON CONFLICT (tenant) DO UPDATE SET tokens = {_REFILLED} - 1, updated_at = clock_timestamp()"
-    f" WHERE {_REFILLED} >= 1"
+    " INSERT INTO rate_limits AS r (tenant, tokens, updated_at)"
+    " VALUES ($1, $3::float8 - $4::float8, clock_timestamp())"
+    f" ON CONFLICT (tenant) DO UPDATE SET tokens = {_REFILLED} - $4::float8, updated_at = clock_timestamp()"
+    f" WHERE {_REFILLED} >= $4::float8"
     " RETURNING tokens)"
     " SELECT true AS allowed, tokens FROM taken"
     " UNION ALL"
@@ -54,14 +56,17 @@ class TokenTaken:
 
 
 class RateLimitStore(PoolStore):
-    async def take(self, tenant: str, *, per_second: float, burst: int) -> TokenTaken:
-        row = await self._fetchrow(_TAKE, tenant, float(per_second), float(burst))
+    async def take(self, tenant: str, *, per_second: float, burst: int, count: int = 1) -> TokenTaken:
+        """Take ``count`` tokens (1 to ``burst``) if the bucket holds them all, else none."""
+        if not 1 <= count <= burst:
+            raise ValueError(f"cannot take {count} tokens from a bucket of {burst}")
+        row = await self._fetchrow(_TAKE, tenant, float(per_second), float(burst), float(count))
         if row is None:
             # Refused, and the row was created by a concurrent first request after our snapshot.
             return TokenTaken(allowed=False, tokens=0.0)
         allowed, tokens = bool(row["allowed"]), max(0.0, float(row["tokens"]))
-        if not allowed and tokens >= 1:
-            # The snapshot predates concurrent takers that emptied the bucket: it holds less than a token.
+        if not allowed and tokens >= count:
+            # The snapshot predates concurrent takers that emptied the bucket: it holds less than asked.
             tokens = 0.0
         return TokenTaken(allowed=allowed, tokens=tokens)
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from taskyard_common.lifecycle import CANCELLABLE_AT_ONCE, TaskStatus, sql_in
+from taskyard_common.messages import Priority
 from taskyard_common.store._pg import (
     CLEAR_LEASE,
     INSERT_TASK,
@@ -59,7 +61,8 @@ CANCEL_GROUP_TASKS = logged(
     event="CASE WHEN c.status = 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END",
     returning="c.id, c.status",
 )
-_LINK = "id, status, chain_index, specialist, created_at, finished_at"
+# A linked task as documents show it: its specialist, or the one asked for until it is routed.
+_LINK = "id, status, chain_index, COALESCE(specialist, requested_specialist) AS specialist, created_at, finished_at"
 # $1 tenant, $2 key, $3 request_hash, $4 group_id, $5 retention in seconds: as a task's key (idempotency.py).
 _CLAIM_GROUP = (
     "INSERT INTO group_idempotency_keys AS k (tenant, key, request_hash, group_id) VALUES ($1, $2, $3, $4)"
@@ -68,6 +71,16 @@ _CLAIM_GROUP = (
     " WHERE k.created_at < clock_timestamp() - make_interval(secs => $5)"
     " RETURNING key"
 )
+
+
+_INSERT_GROUP = (
+    "INSERT INTO task_groups (id, tenant, total, reduce, metadata, priority) VALUES ($1, $2, $3, $4, $5, $6)"
+)
+
+
+def _group_priority(tasks: Sequence[NewTask]) -> str:
+    """A group's priority is its children's (the API gives them one); its reduce step runs at it."""
+    return min((t.priority for t in tasks), key=list(Priority).index, default=Priority.NORMAL).value
 
 
 class WorkflowQueries(GroupSettling):
@@ -116,6 +129,25 @@ class WorkflowQueries(GroupSettling):
         )
         return [dict(r) for r in rows]
 
+    async def links(
+        self, task_id: UUID, chain_root_id: UUID | None
+    ) -> tuple[builtins.list[dict[str, Any]], builtins.list[dict[str, Any]]]:
+        """``chain(chain_root_id)`` and ``children(task_id)`` in one query, for a task's document: (the steps
+        of its chain so far, none when it is no chain's; the tasks it delegated to)."""
+        rows = await self._fetch(
+            f"SELECT {_LINK}, delegation IS NOT NULL AS delegated FROM tasks"
+            " WHERE (parent_id = $1 AND delegation IS NOT NULL) OR chain_root_id = $2"
+            " ORDER BY chain_index NULLS LAST, created_at, id",
+            task_id,
+            chain_root_id,
+        )
+        steps: builtins.list[dict[str, Any]] = []
+        children: builtins.list[dict[str, Any]] = []
+        for row in rows:
+            link = dict(row)
+            (children if link.pop("delegated") else steps).append(link)
+        return steps, children
+
     # --- groups ----------------------------------------------------------------------------------------
 
     async def create_group(
@@ -130,17 +162,18 @@ class WorkflowQueries(GroupSettling):
         """The group and its children (``tasks``, each with ``group_id``), committed together."""
         async with self._transaction() as conn:
             await conn.execute(
-                "INSERT INTO task_groups (id, tenant, total, reduce, metadata) VALUES ($1, $2, $3, $4, $5)",
+                _INSERT_GROUP,
                 group_id,
                 tenant,
                 len(tasks),
                 reduce,
                 metadata,
+                _group_priority(tasks),
             )
             rows = await conn.fetch(INSERT_TASKS, *insert_arrays(tasks))
         by_id = {row["id"]: to_record(row) for row in rows}
         for task_id in by_id:
-            self._changed(task_id)
+            self._changed(task_id, watched=False)  # born a moment ago: nobody watches them yet
         return [by_id[t.id] for t in tasks]
 
     async def create_group_idempotent(
@@ -164,12 +197,13 @@ class WorkflowQueries(GroupSettling):
                 )
                 if claimed is not None:
                     await conn.execute(
-                        "INSERT INTO task_groups (id, tenant, total, reduce, metadata) VALUES ($1, $2, $3, $4, $5)",
+                        _INSERT_GROUP,
                         group_id,
                         tenant,
                         len(tasks),
                         reduce,
                         metadata,
+                        _group_priority(tasks),
                     )
                     rows = await conn.fetch(INSERT_TASKS, *insert_arrays(tasks))
                     by_id = {row["id"]: to_record(row) for row in rows}
@@ -185,26 +219,67 @@ class WorkflowQueries(GroupSettling):
         else:
             raise RuntimeError("group idempotency key could not be claimed after 5 attempts")
         for record in created:
-            self._changed(record.id)
+            self._changed(record.id, watched=False)
         return True, request_hash, group_id, created
 
-    async def discard_group(self, group_id: UUID) -> None:
-        """Delete a group whose announcement failed, with its children (none was announced for good)."""
+    async def group_key(
+        self, tenant: str, key: str, retention_seconds: float
+    ) -> tuple[str, UUID | None] | None:
+        """(the request's hash, its group) an Idempotency-Key younger than the retention names, or None: a
+        retry is answered without being charged again (a claim still decides who creates the group)."""
+        row = await self._fetchrow(
+            "SELECT request_hash, group_id FROM group_idempotency_keys WHERE tenant = $1 AND key = $2"
+            " AND created_at >= clock_timestamp() - make_interval(secs => $3)",
+            tenant,
+            key,
+            float(retention_seconds),
+        )
+        return (row["request_hash"], row["group_id"]) if row is not None else None
+
+    async def discard_group(self, group_id: UUID) -> builtins.list[UUID]:
+        """Take back a group whose announcement failed: its Idempotency-Key released, its children not yet
+        routed deleted (an intake message already sent for one finds no task and is dropped), and the group
+        deleted with them. A child the broker agent routed meanwhile (from an early publish) cannot be
+        taken back: it is cancelled, and the group is kept, cancelled, for it. Returns the running ones
+        (asked to stop: tell their workers)."""
         async with self._transaction() as conn:
+            await conn.execute("DELETE FROM group_idempotency_keys WHERE group_id = $1", group_id)
+            # A child routed concurrently is locked by its routing until that commits, then skipped here
+            # (no longer pending) and found by the statements below.
             await conn.execute("DELETE FROM tasks WHERE group_id = $1 AND status = 'pending'", group_id)
-            await conn.execute("DELETE FROM task_groups WHERE id = $1", group_id)
+            if not await conn.fetchval("SELECT count(*) FROM tasks WHERE group_id = $1", group_id):
+                await conn.execute("DELETE FROM task_groups WHERE id = $1", group_id)
+                return []
+            await conn.execute(
+                "UPDATE task_groups SET cancel_requested_at = COALESCE(cancel_requested_at, clock_timestamp())"
+                " WHERE id = $1",
+                group_id,
+            )
+            rows = await conn.fetch(CANCEL_GROUP_TASKS, group_id)
+        for row in rows:
+            self._changed(row["id"])
+        await self.settle_group(group_id)
+        return [row["id"] for row in rows if row["status"] == TaskStatus.RUNNING.value]
+
+    async def expire_group_idempotency_keys(self, older_than: datetime) -> int:
+        """Delete the groups' idempotency keys created before ``older_than``; returns how many."""
+        rows = await self._fetch(
+            "DELETE FROM group_idempotency_keys WHERE created_at < $1 RETURNING key", older_than
+        )
+        return len(rows)
 
     async def get_group(self, group_id: UUID) -> GroupRecord | None:
         row = await self._fetchrow(f"SELECT {GROUP_COLUMNS} FROM task_groups WHERE id = $1", group_id)
         if row is None:
             return None
         counts = await self._fetch(
-            "SELECT status, count(*)::int AS n FROM tasks WHERE group_id = $1 AND group_role = 'child'"
-            " GROUP BY status",
+            "SELECT status, count(*)::int AS n, count(*) FILTER (WHERE published_at IS NULL)::int AS unannounced"
+            " FROM tasks WHERE group_id = $1 AND group_role = 'child' GROUP BY status",
             group_id,
         )
         data = dict(row)
         data["counts"] = {r["status"]: r["n"] for r in counts}
+        data["unannounced"] = sum(r["unannounced"] for r in counts if r["status"] == TaskStatus.PENDING.value)
         return GroupRecord.model_validate(data)
 
     async def group_children(

@@ -2,7 +2,7 @@
 
 Each kind of problem has a stable type URI and a fixed title, so clients can branch on ``type`` and show
 ``title``; ``detail`` explains this occurrence. Extension members carry what a client needs to act: the
-validation ``errors``, a task's ``task_status``, the ``known_specialists``, the ``unavailable`` dependencies,
+validation ``errors``, a task's ``task_status`` (a group's ``group_status``), the ``known_specialists``, the ``unavailable`` dependencies,
 or the ``request_id`` to quote for an internal error.
 """
 
@@ -45,6 +45,7 @@ class Problem(BaseModel):
     instance: str | None = Field(default=None, description="The request path of this occurrence")
     errors: list[FieldError] | None = Field(default=None, description="Validation errors (422)")
     task_status: TaskStatus | None = Field(default=None, description="The task's current status (409, 503)")
+    group_status: str | None = Field(default=None, description="The group's current status (409)")
     known_specialists: list[str] | None = Field(default=None, description="Valid specialist names")
     unavailable: list[str] | None = Field(default=None, description="Dependencies that are down (503)")
     request_id: str | None = Field(
@@ -80,6 +81,7 @@ UNKNOWN_SPECIALIST = ProblemKind("unknown-specialist", "Unknown specialist", 422
 NOT_FOUND = ProblemKind("not-found", "Not found", 404)
 TASK_NOT_COMPLETED = ProblemKind("task-not-completed", "Task not completed", 409)
 TASK_ALREADY_FINISHED = ProblemKind("task-already-finished", "Task already finished", 409)
+GROUP_ALREADY_FINISHED = ProblemKind("group-already-finished", "Group already finished", 409)
 PAYLOAD_TOO_LARGE = ProblemKind("payload-too-large", "Request body too large", 413)
 UNSUPPORTED_MEDIA_TYPE = ProblemKind("unsupported-media-type", "Unsupported media type", 415)
 BROKER_UNAVAILABLE = ProblemKind("broker-unavailable", "Message broker unavailable", 503)

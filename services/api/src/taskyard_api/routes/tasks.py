@@ -1,16 +1,18 @@
-"""``/v1/tasks``: submit a task, read it, read its result, list tasks, cancel a task.
+"""``/v1/tasks``: submit a task (or a chain: ``then``), read it, read its result, list tasks, cancel a task
+(and what it delegated).
 
-A submission goes through ``submission.submit``; these handlers turn its outcome into the answer.
+A submission goes through ``submission.submit``; these handlers turn its outcome into the answer. A single
+task's document carries its links (``workflows.links``); a list's documents do not.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Annotated, Any
-from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from taskyard_api.cancelling import tell_workers
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep, WatcherDep
 from taskyard_api.http.cursor import encode_cursor
 from taskyard_api.http.etag import ETAG_HEADER, IfNoneMatchHeader, client_has_current, task_etag
@@ -33,15 +35,14 @@ from taskyard_api.http.problems import (
     problem_responses,
 )
 from taskyard_api.models import TaskDocument, TaskPage, TaskResult, TaskSubmission, task_path
-from taskyard_api.resources import Resources
 from taskyard_api.submission.idempotency import REPLAYED_HEADER, IdempotencyKeyHeader
 from taskyard_api.submission.submit import submit
 from taskyard_api.tenancy.auth import Reader, Submitter
 from taskyard_api.tenancy.owned import owned_task
 from taskyard_api.watching.long_poll import WaitQuery, wait_for_change
-from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
+from taskyard_api.workflows.links import new_task_document, task_document
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import ControlMessage, Priority
+from taskyard_common.messages import Priority
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +106,10 @@ async def submit_task(
         response.headers["Location"] = location
         response.headers[REPLAYED_HEADER] = "true"
         response.headers["ETag"] = task_etag(submitted.record)
-        return TaskDocument.from_record(submitted.record)
+        return await task_document(resources.store, submitted.record)
     # Serialised here rather than by FastAPI, which would validate the document again first.
     return Response(
-        TaskDocument.from_record(submitted.record).model_dump_json(by_alias=True),
+        new_task_document(submitted.record).model_dump_json(by_alias=True),
         status_code=202,
         media_type="application/json",
         headers={**submitted.rate_limit_headers, "Location": location, "ETag": task_etag(submitted.record)},
@@ -177,7 +178,7 @@ async def get_task(
     if client_has_current(if_none_match, etag):
         return Response(status_code=304, headers={"ETag": etag})
     response.headers["ETag"] = etag
-    return TaskDocument.from_record(record)
+    return await task_document(store, record)
 
 
 @router.get(
@@ -204,7 +205,10 @@ _NO_RESULT_HINTS = {
     "/{task_id}/cancel",
     summary="Cancel a task",
     responses={
-        200: {"description": "Cancelled: it had not started (or was cancelled already)"},
+        200: {
+            "description": "Cancelled: it had not started or was waiting for the tasks it delegated (or was "
+            "cancelled already); what it delegated is cancelled too"
+        },
         202: {
             "model": TaskDocument,
             "description": "Running: cancellation requested; its worker stops it and it becomes cancelled",
@@ -224,36 +228,26 @@ _NO_RESULT_HINTS = {
 async def cancel_task(
     task_id: TaskIdPath, response: Response, resources: ResourcesDep, principal: Submitter
 ) -> TaskDocument:
-    """A task that has not started is cancelled at once (200). A running task is asked to stop (202): every
-    worker hears a cancel message, and the one running it stops it and records it ``cancelled``; without
-    the message (no broker, no worker listening) the worker's heartbeat notices within a third of its lease.
-    Cancelling a cancelled task answers 200 again; any other finished task answers 409."""
+    """A task that has not started (or waits for the tasks it delegated) is cancelled at once (200). A
+    running task is asked to stop (202): every worker hears a cancel message, and the one running it stops
+    it and records it ``cancelled``; without the message (no broker, no worker listening) the worker's
+    heartbeat notices within a third of its lease. What it delegated is cancelled with it, all the way
+    down, the same way. Cancelling a cancelled task answers 200 again; any other finished task answers 409."""
     # The owner check first: a task's tenant never changes, and another tenant's task is not found.
     await owned_task(resources.store, task_id, principal)
     record = await resources.store.cancel(parse_task_id(task_id))
     if record is None:
         raise ProblemException(NOT_FOUND("No task with this id."))
-    if record.status is TaskStatus.CANCELLED:
-        return TaskDocument.from_record(record)
-    if record.status is not TaskStatus.RUNNING:
+    if record.status not in (TaskStatus.CANCELLED, TaskStatus.RUNNING):
         raise ProblemException(
             TASK_ALREADY_FINISHED(
                 f"The task is {record.status.value}; only an unfinished task can be cancelled.",
                 task_status=record.status,
             )
         )
-    await _tell_workers(resources, record.id)
-    response.status_code = 202
-    return TaskDocument.from_record(record)
-
-
-async def _tell_workers(resources: Resources, task_id: UUID) -> None:
-    """Best effort: the request is committed, and each worker's heartbeat reads it anyway."""
-    try:
-        await resources.bus.publisher.publish(
-            resources.topology.control_exchange, "", ControlMessage(task_id=task_id)
-        )
-    except Unroutable:
-        log.info("cancel of task %s: no worker listening; its heartbeat will see the request", task_id)
-    except (BrokerUnavailable, PublishRejected) as exc:
-        log.warning("cancel of task %s not broadcast (%s); its heartbeat will see the request", task_id, exc)
+    for running in await resources.store.cancel_descendants(record.id):
+        await tell_workers(resources, running)
+    if record.status is TaskStatus.RUNNING:
+        await tell_workers(resources, record.id)
+        response.status_code = 202
+    return await task_document(resources.store, record)

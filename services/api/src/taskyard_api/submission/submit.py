@@ -14,12 +14,7 @@ from uuid import UUID, uuid4
 
 from taskyard_api.models import TaskSubmission
 from taskyard_api.resources import Resources
-from taskyard_api.submission.checks import (
-    check_input_size,
-    check_specialist,
-    check_timeout,
-    check_webhook,
-)
+from taskyard_api.submission.checks import check_submission
 from taskyard_api.submission.idempotency import replayed_task, request_hash
 from taskyard_api.submission.rate_limit import take_submission_token
 from taskyard_common.announce import publish_then_mark
@@ -50,10 +45,7 @@ async def submit(
     ``BrokerUnavailable``, ``PublishRejected``, ``Unroutable`` or ``StoreUnavailable`` (503, nothing
     stored)."""
     limit_headers = await take_submission_token(resources, tenant)
-    check_specialist(submission, resources.catalog)
-    check_timeout(submission, resources.catalog)
-    check_input_size(submission.input, resources.settings)
-    check_webhook(submission, resources.settings)
+    check_submission(submission, resources.catalog, resources.settings)
     store = resources.store
     try:
         # Known to be down: refuse before storing anything rather than insert and delete.
@@ -72,6 +64,10 @@ async def submit(
         webhook=submission.webhook.model_dump() if submission.webhook is not None else None,
         priority=submission.priority,
         not_before=submission.not_before,
+        # The chain's next steps: the store creates each when the one before it completes.
+        chain_rest=[step.model_dump(exclude_none=True) for step in submission.then]
+        if submission.then
+        else None,
     )
     try:
         if idempotency_key is None:
@@ -102,7 +98,7 @@ async def submit(
     except (BrokerUnavailable, PublishRejected, Unroutable) as exc:
         # Deleting the task releases its idempotency key with it (ON DELETE CASCADE): a retry may succeed.
         await _discard(store, record.id)
-        SUBMIT_REJECTED.labels(_reject_reason(exc)).inc()
+        SUBMIT_REJECTED.labels(reject_reason(exc)).inc()
         raise  # the exception handlers answer 503 with Retry-After
     TASKS_SUBMITTED.inc()
     return Submitted(record, replayed=False, rate_limit_headers=limit_headers)
@@ -116,7 +112,7 @@ async def _discard(store: TaskStore, task_id: UUID) -> None:
         log.error("could not discard unannounced task %s: database unavailable", task_id)
 
 
-def _reject_reason(exc: Exception) -> str:
+def reject_reason(exc: Exception) -> str:
     """The ``reason`` label of ``taskyard_submit_rejected_total`` for a failed announcement."""
     if isinstance(exc, PublishRejected):
         return "queue_full"

@@ -10,7 +10,7 @@ publish failed or whose API died, a reclaim whose broker agent died) are not thi
 agent's reaper owns them, with the lease reclaims whose messages it publishes anyway (one owner, one
 grace period: ``TASKYARD_BROKER_REPUBLISH_AFTER_SECONDS``).
 
-A third, smaller duty: idempotency keys older than their retention are deleted.
+A third, smaller duty: idempotency keys (of tasks and of groups) older than their retention are deleted.
 
 Only rows unchanged for a grace period qualify. The grace period exceeds the publish timeout
 (``ServiceSettings`` checks it), so a live request that is still waiting for its confirm, and may yet fail,
@@ -85,7 +85,9 @@ class Sweeper:
 
     async def expire_keys_once(self) -> int:
         """Delete the idempotency keys older than the retention: they may name a new task again."""
-        expired = await self._store.expire_idempotency_keys(utcnow() - self._retention)
+        older_than = utcnow() - self._retention
+        expired = await self._store.expire_idempotency_keys(older_than)
+        expired += await self._store.expire_group_idempotency_keys(older_than)
         if expired:
             log.info("forgot %d expired idempotency key(s)", expired)
         return expired

@@ -7,6 +7,8 @@ served together: the next take asks for as many tokens as there are waiting requ
 the burst, so one replica never hoards a tenant's budget), in one statement. A lone request takes exactly
 one token, and the tokens a take hands out are used at once by the requests that asked for them: nothing
 is kept in reserve beyond that moment, so the limit holds exactly.
+
+A group of N tasks takes its N tokens in a statement of its own, all or none, in turn with the batches.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ class BatchedBuckets:
         self._store = store
         self._tenants: dict[str, _Tenant] = {}
 
-    async def take(self, tenant: str, *, per_second: float, burst: int) -> TokenTaken:
-        """One token of ``tenant``'s bucket (``RateLimitStore.take``), batched with concurrent takers."""
+    async def take(self, tenant: str, *, per_second: float, burst: int, count: int = 1) -> TokenTaken:
+        """One token of ``tenant``'s bucket (``RateLimitStore.take``), batched with concurrent takers; or
+        ``count`` (at most ``burst``) all at once, or none."""
         state = self._tenants.get(tenant)
         if state is None:
             state = self._tenants[tenant] = _Tenant()
@@ -41,6 +44,11 @@ class BatchedBuckets:
         try:
             async with state.lock:
                 state.waiting -= 1
+                if count > 1:
+                    # The reserve belongs to the single requests waiting: a group takes its own.
+                    taken = await self._store.take(tenant, per_second=per_second, burst=burst, count=count)
+                    state.left = taken.tokens
+                    return TokenTaken(allowed=taken.allowed, tokens=state.left + state.reserve)
                 if state.reserve < 1:
                     count = max(1, min(MAX_BATCH, burst // 10, state.waiting + 1))
                     granted = await self._store.take_up_to(tenant, count, per_second=per_second, burst=burst)
