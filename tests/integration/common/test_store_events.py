@@ -1,6 +1,7 @@
 """The event log in the real store: every transition appends its event in the same statement, numbered
 per task in order, and a terminal status a webhook asks for writes its delivery to the outbox."""
 
+import asyncio
 import uuid
 
 import pytest
@@ -9,6 +10,7 @@ from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, Step
 from taskyard_common.store.events import MAX_EVENTS_PER_TASK
 from taskyard_common.task_errors import TaskErrorType, task_error
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +136,29 @@ async def test_only_the_changes_of_a_watched_task_wake_anyone(store):
     assert set(changed) == {watched.id} and len(changed) == 4
     # Every event is written all the same.
     assert [e.type for e in await store.events(unwatched.id)][-1] == "completed"
+
+
+async def test_a_change_committed_while_the_watch_mark_waits_is_seen_by_the_mark(store):
+    """The race of a transition and the first mark: the transition holds the row (it sees no mark, so it
+    wakes nobody); the mark waits for it and must then read the version the transition left, not the one
+    its statement started with, or the watcher would miss the change until its next poll."""
+    task = await store.create(NewTask(id=uuid.uuid4(), input="x", metadata={}))
+    async with store.pool.acquire() as conn:
+        transition = conn.transaction()
+        await transition.start()
+        await conn.execute("UPDATE tasks SET event_seq = event_seq + 1 WHERE id = $1", task.id)
+        mark = asyncio.create_task(store.versions([task.id], watch_seconds=60))
+
+        async def mark_waits() -> bool:
+            return bool(
+                await store.pool.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE '%watched_until%'"
+                )
+            )
+
+        await eventually(mark_waits, what="the mark's statement to wait for the row")
+        assert not mark.done()
+        await transition.commit()
+    versions = await asyncio.wait_for(mark, timeout=10)
+    assert versions[task.id][0] == task.event_seq + 1

@@ -14,11 +14,19 @@ from taskyard_common.store._pg import COLUMNS, PoolStore, to_record
 from taskyard_common.store.records import Cursor, TaskRecord, WaitingAges
 
 # Mark the tasks watched (when less than half the time is left), then read their versions.
+# A renewed row's version comes from the UPDATE itself, never from the statement's snapshot: a transition
+# that commits between the two would otherwise be missed twice (it saw no mark, so it woke nobody; the
+# snapshot predates it, so the watcher saw no change) until the next poll. The UPDATE waits for a
+# concurrent transition's row lock and returns the row as it left it; a transition that waits for this one
+# sees the mark and publishes its wake-up.
 _WATCH = (
     "WITH renewed AS (UPDATE tasks SET watched_until = clock_timestamp() + make_interval(secs => $2)"
     " WHERE id = ANY($1::uuid[]) AND (watched_until IS NULL"
-    " OR watched_until < clock_timestamp() + make_interval(secs => $2 / 2)) RETURNING id)"
-    " SELECT id, event_seq, updated_at FROM tasks WHERE id = ANY($1::uuid[])"
+    " OR watched_until < clock_timestamp() + make_interval(secs => $2 / 2))"
+    " RETURNING id, event_seq, updated_at)"
+    " SELECT id, event_seq, updated_at FROM renewed"
+    " UNION ALL SELECT id, event_seq, updated_at FROM tasks"
+    " WHERE id = ANY($1::uuid[]) AND id NOT IN (SELECT id FROM renewed)"
 )
 
 
