@@ -78,6 +78,10 @@ DEAD_LETTERS = Counter(
 INTAKE_RETRIES = Counter(
     "taskyard_intake_retries_total", "Intake messages sent through a delay queue after a transient failure"
 )
+INTAKE_DELAYED = Counter(
+    "taskyard_intake_delayed_total",
+    "Intake messages of tasks not due yet (not_before ahead) sent back through a delay queue, uncharged",
+)
 LEASES_RECLAIMED = Counter(
     "taskyard_leases_reclaimed_total",
     "Running tasks whose lease expired, reclaimed by the reaper",
