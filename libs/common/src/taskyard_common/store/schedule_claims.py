@@ -20,8 +20,16 @@ from uuid import UUID
 
 import asyncpg
 
+from taskyard_common.errors import PermanentError, StoreUnavailable
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.store._pg import Connection, PoolStore, insert_args, insert_task, to_record
+from taskyard_common.store._pg import (
+    UNAVAILABLE,
+    Connection,
+    PoolStore,
+    insert_args,
+    insert_task,
+    to_record,
+)
 from taskyard_common.store.idempotency import CLAIM_KEY, EXISTING_KEY
 from taskyard_common.store.records import NewTask, TaskRecord
 from taskyard_common.store.schedule_records import DueSchedule, Overlap, ScheduleOutcome
@@ -45,6 +53,11 @@ _ADVANCE = (
 )
 
 
+class OccurrenceRefused(PermanentError):
+    """The database refused an occurrence's task (a value it cannot hold): that occurrence fails, the rest
+    of the batch goes on."""
+
+
 @dataclass(frozen=True)
 class OccurrenceTask:
     """What creating an occurrence's task found."""
@@ -64,10 +77,6 @@ class DueBatch:
         # The database's clock at the claim: the same "now" for every scheduler.
         self.now = now
 
-    def savepoint(self) -> contextlib.AbstractAsyncContextManager[object]:
-        """One schedule's writes, undone alone if they fail (the others of the batch still commit)."""
-        return self._conn.transaction()
-
     async def create_task(
         self,
         task: NewTask,
@@ -78,14 +87,25 @@ class DueBatch:
         schedule_id: UUID,
         occurrence: str,
     ) -> OccurrenceTask:
-        claimed = await self._conn.fetchrow(
-            CLAIM_KEY, task.tenant, key, request_hash, task.id, float(retention_seconds)
-        )
-        if claimed is None:
-            existing = await self._conn.fetchrow(EXISTING_KEY, task.tenant, key)
-            task_id = existing["task_id"] if existing is not None else None
-            return OccurrenceTask(created=False, task_id=task_id, record=None)
-        row = await self._conn.fetchrow(_INSERT_OCCURRENCE_TASK, *insert_args(task), schedule_id, occurrence)
+        """Claim ``key`` and insert ``task`` under a savepoint of their own; when the key already names a
+        task, insert nothing and say which. Raises ``OccurrenceRefused`` when the database refuses the
+        task (the savepoint is rolled back, the batch goes on), ``StoreUnavailable`` when it is away."""
+        try:
+            async with self._conn.transaction():
+                claimed = await self._conn.fetchrow(
+                    CLAIM_KEY, task.tenant, key, request_hash, task.id, float(retention_seconds)
+                )
+                if claimed is None:
+                    existing = await self._conn.fetchrow(EXISTING_KEY, task.tenant, key)
+                    task_id = existing["task_id"] if existing is not None else None
+                    return OccurrenceTask(created=False, task_id=task_id, record=None)
+                row = await self._conn.fetchrow(
+                    _INSERT_OCCURRENCE_TASK, *insert_args(task), schedule_id, occurrence
+                )
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
+        except asyncpg.PostgresError as exc:
+            raise OccurrenceRefused(f"task refused by the database: {type(exc).__name__}") from exc
         assert row is not None  # an INSERT ... RETURNING always returns its row
         return OccurrenceTask(created=True, task_id=task.id, record=to_record(row))
 
