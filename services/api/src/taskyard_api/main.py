@@ -21,7 +21,7 @@ from taskyard_api.http.openapi import install_openapi
 from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan, stop_watching
-from taskyard_api.routes import dead_letters, events, health, specialists, tasks, webhooks
+from taskyard_api.routes import dead_letters, events, health, schedules, specialists, tasks, webhooks
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
@@ -35,6 +35,9 @@ A task is accepted with **202** once it is stored and queued; follow it with `GE
 Server-Sent Events stream with `Accept: text/event-stream`), until it is `completed` or `failed`. Every error
 is an RFC 9457 problem document (`application/problem+json`).
 A **503** on submission means the task was *not* stored: retry after `Retry-After` seconds.
+
+A task submitted with a `not_before` stays `scheduled` until then. `POST /v1/schedules` creates a task at
+each occurrence of a cron expression (five fields, in an IANA time zone).
 
 A task submitted with a `webhook` has its terminal status POSTed there, signed (Standard Webhooks);
 `GET /v1/tasks/{task_id}/webhook-deliveries` lists what was sent. `POST /v1/tasks/{task_id}/cancel` stops a
@@ -50,6 +53,7 @@ accept an `Idempotency-Key` header, so a retry never creates a second task.
 TAGS = [
     {"name": "tasks", "description": "Submit tasks, follow them, cancel them"},
     {"name": "webhooks", "description": "A task's webhook deliveries: their attempts, and sending one again"},
+    {"name": "schedules", "description": "Cron schedules: a task at each occurrence; pause, resume, delete"},
     {
         "name": "dead-letters",
         "description": "Replay or discard dead-lettered tasks (admin only)",
@@ -90,6 +94,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(tasks.router)
     app.include_router(webhooks.router)
     app.include_router(events.router)
+    app.include_router(schedules.router)
     app.include_router(dead_letters.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
