@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.store import PostgresTaskStore
+from taskyard_common.store import NewTask, PostgresTaskStore
 from tests.integration.api.conftest import IntakeReader
 
 
@@ -60,3 +60,25 @@ async def test_a_not_before_already_past_runs_now(client: httpx.AsyncClient):
     assert doc["status"] == "pending"
     events = (await client.get(f"/v1/tasks/{doc['id']}/events")).json()["items"]
     assert "not_before" in events[0]["data"]
+
+
+async def test_a_scheduled_task_dead_lettered_before_routing_is_replayed_scheduled(
+    client: httpx.AsyncClient, store: PostgresTaskStore, intake: Callable[[], Awaitable[IntakeReader]]
+):
+    reader = await intake()
+    not_before = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
+    task = await store.create(NewTask(id=uuid.uuid4(), input="later", metadata={}, not_before=not_before))
+    assert await store.dead_letter(
+        task.id,
+        reason="delivery_limit",
+        queue="p.intake",
+        deaths=[{"reason": "delivery_limit", "queue": "p.intake", "count": 3}],
+        message={"task_id": str(task.id)},
+        specialist=None,
+    )
+    response = await client.post(f"/v1/dead-letters/{task.id}/replay")
+    assert response.status_code == 202, response.text
+    assert response.json()["status"] == "scheduled"
+    # Back to the broker agent, which parks it until its not_before.
+    [(message, _)] = await reader.take(1)
+    assert (message.task_id, message.not_before) == (task.id, not_before)
