@@ -64,10 +64,21 @@ def check(expression: str, timezone: str, now: datetime | None = None) -> None:
         raise InvalidCron("the cron expression has no occurrence in the next 50 years") from None
 
 
+# The functions below take a stored schedule's expression, checked when it was stored; one that no longer
+# parses (a time zone gone from the system's database) raises ``InvalidCron`` too.
+
+
+def _sim(expression: str, timezone: str, start: datetime, *, reverse: bool = False) -> CronSim:
+    try:
+        return CronSim(expression, start.astimezone(zone(timezone)), reverse=reverse)
+    except CronSimError as exc:
+        raise InvalidCron(f"invalid cron expression: {exc}") from None
+
+
 def next_after(expression: str, timezone: str, moment: datetime) -> datetime | None:
     """The first occurrence strictly after ``moment``; None when there is none within cronsim's horizon."""
     try:
-        return next(CronSim(expression, moment.astimezone(zone(timezone)))).astimezone(UTC)
+        return next(_sim(expression, timezone, moment)).astimezone(UTC)
     except StopIteration:
         return None
 
@@ -75,16 +86,15 @@ def next_after(expression: str, timezone: str, moment: datetime) -> datetime | N
 def latest_until(expression: str, timezone: str, moment: datetime) -> datetime | None:
     """The last occurrence at or before ``moment``; None when there is none within cronsim's horizon."""
     try:
-        found = next(CronSim(expression, (moment + _TICK).astimezone(zone(timezone)), reverse=True))
+        return next(_sim(expression, timezone, moment + _TICK, reverse=True)).astimezone(UTC)
     except StopIteration:
         return None
-    return found.astimezone(UTC)
 
 
 def count_between(expression: str, timezone: str, after: datetime, until: datetime) -> int:
     """How many occurrences fall in ``(after, until)``, both excluded (at most ``_COUNT_CAP``)."""
     count = 0
-    for occurrence in CronSim(expression, after.astimezone(zone(timezone))):
+    for occurrence in _sim(expression, timezone, after):
         if occurrence.astimezone(UTC) >= until or count >= _COUNT_CAP:
             break
         count += 1

@@ -161,7 +161,10 @@ async def _resume(resources: Resources, schedule_id: UUID, principal: Principal)
     current = await resources.schedules.get(schedule_id, principal.tenant)
     if current is None:
         return None
-    next_run_at = cron.next_after(current.cron, current.timezone, utcnow())
+    try:
+        next_run_at = cron.next_after(current.cron, current.timezone, utcnow())
+    except cron.InvalidCron:
+        next_run_at = None  # stored by another release, or its time zone is gone: resumed, nothing due
     return await resources.schedules.resume(schedule_id, principal.tenant, next_run_at)
 
 

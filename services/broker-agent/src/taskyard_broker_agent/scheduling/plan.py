@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID, uuid4
 
-from cronsim import CronSimError
 from pydantic import ValidationError
 
 from taskyard_common import cron
@@ -85,7 +84,7 @@ def plan_occurrence(due: DueSchedule, now: datetime, *, new_id: Callable[[], UUI
         if occurrence > due.next_run_at:
             missed += 1  # next_run_at itself
         next_run_at = cron.next_after(due.cron, due.timezone, max(now, occurrence))
-    except (cron.InvalidCron, CronSimError) as exc:
+    except cron.InvalidCron as exc:
         return Plan(due.next_run_at, 0, None, ScheduleOutcome.FAILED, reason=f"cron: {exc}")
     try:
         template = TaskTemplate.model_validate(due.task)
