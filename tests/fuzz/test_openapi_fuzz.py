@@ -152,6 +152,7 @@ async def test_fuzz_with_auth(cluster: Cluster):
         elif method == "POST" and path in {
             "/v1/tasks",
             "/v1/task-groups",
+            "/v1/schedules",
             "/v1/dead-letters/{task_id}/replay",
         }:
             assert set(seen) <= {400, 401, 422} and seen.get(401, 0) > 0, (label, seen)

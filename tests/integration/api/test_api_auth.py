@@ -60,6 +60,12 @@ V1_ROUTES = [
     ("POST", "/v1/dead-letters/00000000-0000-0000-0000-000000000000/replay"),
     ("DELETE", "/v1/dead-letters/00000000-0000-0000-0000-000000000000"),
     ("GET", "/v1/specialists"),
+    ("GET", "/v1/schedules"),
+    ("POST", "/v1/schedules"),
+    ("GET", "/v1/schedules/00000000-0000-0000-0000-000000000000"),
+    ("POST", "/v1/schedules/00000000-0000-0000-0000-000000000000/pause"),
+    ("POST", "/v1/schedules/00000000-0000-0000-0000-000000000000/resume"),
+    ("DELETE", "/v1/schedules/00000000-0000-0000-0000-000000000000"),
 ]
 
 

@@ -110,6 +110,12 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
         ("/v1/dead-letters/{task_id}", "get"): {"200", "404", "500", "503"},
         ("/v1/dead-letters/{task_id}", "delete"): {"204", "404", "500", "503"},
         ("/v1/dead-letters/{task_id}/replay", "post"): {"202", "404", "415", "422", "500", "503"},
+        ("/v1/schedules", "post"): {"201", "403", "413", "415", "422", "500", "503"},
+        ("/v1/schedules", "get"): {"200", "422", "500", "503"},
+        ("/v1/schedules/{schedule_id}", "get"): {"200", "404", "500", "503"},
+        ("/v1/schedules/{schedule_id}", "delete"): {"204", "403", "404", "500", "503"},
+        ("/v1/schedules/{schedule_id}/pause", "post"): {"200", "403", "404", "500", "503"},
+        ("/v1/schedules/{schedule_id}/resume", "post"): {"200", "403", "404", "500", "503"},
         ("/v1/specialists", "get"): {"200", "500"},
         ("/healthz", "get"): {"200", "500"},
         ("/readyz", "get"): {"200", "500", "503"},
@@ -135,6 +141,7 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
     assert set(events["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
     assert {p["name"] for p in events["parameters"]} == {"task_id", "after", "limit", "Last-Event-ID"}
     assert "Retry-After" in paths["/v1/tasks"]["post"]["responses"]["503"]["headers"]
+    assert "Location" in paths["/v1/schedules"]["post"]["responses"]["201"]["headers"]
 
     # The status enum is TaskStatus itself, so it cannot drift from what the services store.
     assert schemas["TaskStatus"]["enum"] == [status.value for status in TaskStatus]

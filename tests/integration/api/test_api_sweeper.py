@@ -129,3 +129,29 @@ async def test_replays_committed_by_a_crashed_api_are_announced_when_never_route
         assert (intake.deadline, intake.timeout_seconds) == (deadline, 42.5)
         await (await connection.specialist("summarizer")).assert_empty()
         assert (await store.get(routed.id)).published_at is None
+
+
+async def test_an_orphaned_scheduled_row_is_announced_with_its_not_before(
+    make_settings: MakeSettings,
+    amqp_settings: AmqpSettings,
+    store: PostgresTaskStore,
+    intake: Callable[[], Awaitable[IntakeReader]],
+):
+    # Committed scheduled and never published: by an API that died, or by a broker agent's scheduler (the
+    # sweeper announces whoever created the row); the broker agent parks the message until it is due.
+    not_before = utcnow().replace(microsecond=0).replace(year=utcnow().year + 1, month=1, day=1)
+    orphan = await store.create(NewTask(id=uuid.uuid4(), input="later", metadata={}, not_before=not_before))
+    assert (orphan.status, orphan.published_at) == (TaskStatus.SCHEDULED, None)
+    amqp = amqp_settings.model_copy(update={"publish_timeout_seconds": 0.5})
+    settings = make_settings(amqp=amqp, sweeper_interval_seconds=0.1, sweeper_grace_seconds=0.6)
+    async with serve(settings):
+        reader = await intake()
+        [(message, _)] = await reader.take(1)
+        assert (message.task_id, message.not_before) == (orphan.id, not_before)
+
+        async def marked() -> bool:
+            record = await store.get(orphan.id)
+            return record is not None and record.published_at is not None
+
+        await eventually(marked, what="the scheduled orphan to be marked published")
+        await reader.assert_empty()

@@ -19,7 +19,7 @@ from yarl import URL
 from taskyard_broker_agent.agent import BrokerAgent
 from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.routing.router import Router
-from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
+from taskyard_broker_agent.settings import BrokerAgentSettings, SchedulerSettings, ServiceSettings
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import Catalog
 from taskyard_common.lifecycle import TaskStatus
@@ -57,6 +57,7 @@ def make_settings(
         amqp: AmqpSettings | None = None,
         db: DbSettings | None = None,
         webhook: WebhookSettings | None = None,
+        scheduler: SchedulerSettings | None = None,
         **broker: Any,
     ) -> ServiceSettings:
         return ServiceSettings(
@@ -68,6 +69,8 @@ def make_settings(
             log=LogSettings(),
             broker=BrokerAgentSettings(**{"shutdown_grace_seconds": 5, **broker}),
             webhook=webhook or WebhookSettings(),
+            # A slow scheduler unless a test wants one: it must not take other tests' rounds.
+            scheduler=scheduler or SchedulerSettings(interval_seconds=60),
         )
 
     return make

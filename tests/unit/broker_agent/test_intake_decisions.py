@@ -7,6 +7,7 @@ import pytest
 
 from taskyard_broker_agent.intake.decisions import (
     EXPLICIT_REASON,
+    Delay,
     DropUnknown,
     Expire,
     FailUnknownSpecialist,
@@ -17,6 +18,7 @@ from taskyard_broker_agent.intake.decisions import (
     Route,
     decide_intake,
     explicit_decision,
+    not_due,
 )
 from taskyard_common.catalog import Catalog
 from taskyard_common.lifecycle import TERMINAL, TaskStatus
@@ -30,9 +32,15 @@ STORED = RoutingDecision(method=RoutingMethod.LLM, specialist="general", reason=
 TASK_ID = uuid.uuid4()
 
 
-def message(requested: str | None = None, deadline: datetime | None = None) -> IntakeMessage:
+def message(
+    requested: str | None = None, deadline: datetime | None = None, not_before: datetime | None = None
+) -> IntakeMessage:
     return IntakeMessage(
-        task_id=TASK_ID, input="Please summarize this", requested_specialist=requested, deadline=deadline
+        task_id=TASK_ID,
+        input="Please summarize this",
+        requested_specialist=requested,
+        deadline=deadline,
+        not_before=not_before,
     )
 
 
@@ -42,6 +50,7 @@ def task(
     routing: RoutingDecision | None = None,
     deadline: datetime | None = None,
     timeout_seconds: float | None = None,
+    not_before: datetime | None = None,
 ) -> TaskRecord:
     return TaskRecord(
         id=TASK_ID,
@@ -63,6 +72,7 @@ def task(
         updated_at=NOW,
         deadline=deadline,
         timeout_seconds=timeout_seconds,
+        not_before=not_before,
     )
 
 
@@ -157,4 +167,108 @@ def test_a_refused_route_follows_the_store(catalog: Catalog):
     cancelled = task(TaskStatus.CANCELLED)
     assert decide_intake(message(), cancelled, catalog, NOW, route_refused=True) == IgnoreFinished(
         TaskStatus.CANCELLED
+    )
+
+
+# --- not_before: a scheduled task goes back through the delay queues until it is due ---------------------
+
+
+def ahead(seconds: float) -> datetime:
+    return NOW + timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("remaining", "tier"),
+    [(5, 5), (7.5, 5), (0.3, 1), (1, 1), (59.9, 30), (90, 60), (3599, 1800), (86400 * 3, 3600)],
+)
+def test_a_scheduled_task_not_due_waits_the_longest_tier_that_does_not_pass_its_not_before(
+    catalog: Catalog, remaining: float, tier: int
+):
+    not_before = ahead(remaining)
+    stored = task(TaskStatus.SCHEDULED, not_before=not_before)
+    assert decide_intake(message(not_before=not_before), stored, catalog, NOW) == Delay(tier, not_before)
+    # A named specialist changes nothing: recording waits too.
+    assert decide_intake(message("summarizer", not_before=not_before), stored, catalog, NOW) == Delay(
+        tier, not_before
+    )
+
+
+def test_the_rows_not_before_decides_when_the_message_carries_none(catalog: Catalog):
+    # Re-sent by the API's sweeper from an older record, or written before scheduling existed.
+    not_before = ahead(600)
+    stored = task(TaskStatus.SCHEDULED, not_before=not_before)
+    assert decide_intake(message(), stored, catalog, NOW) == Delay(600, not_before)
+    # And the row's wins over the message's.
+    assert decide_intake(message(not_before=ahead(5)), stored, catalog, NOW) == Delay(600, not_before)
+
+
+def test_a_pending_task_with_a_not_before_ahead_waits_too(catalog: Catalog):
+    # A dead letter of a scheduled task replayed before its time comes back pending.
+    not_before = ahead(30)
+    stored = task(TaskStatus.PENDING, not_before=not_before)
+    assert decide_intake(message(), stored, catalog, NOW) == Delay(30, not_before)
+
+
+def test_a_scheduled_task_once_due_is_routed_or_recorded(catalog: Catalog):
+    stored = task(TaskStatus.SCHEDULED, not_before=PAST)
+    assert decide_intake(message(not_before=PAST), stored, catalog, NOW) == Route()
+    got = decide_intake(message("summarizer", not_before=PAST), stored, catalog, NOW)
+    assert isinstance(got, Record) and got.decision.specialist == "summarizer"
+    # Exactly at not_before counts as due (the store routes once not_before <= its clock).
+    assert decide_intake(message(), task(TaskStatus.SCHEDULED, not_before=NOW), catalog, NOW) == Route()
+
+
+def test_the_explicit_path_reads_the_task_only_when_the_message_says_not_due():
+    assert not_due(message("summarizer", not_before=ahead(5)), NOW)
+    assert not not_due(message("summarizer", not_before=PAST), NOW)
+    assert not not_due(message("summarizer"), NOW)
+    assert not_due(message(not_before=ahead(5).replace(tzinfo=None)), NOW)  # naive means UTC
+
+
+def test_a_refused_explicit_record_of_a_scheduled_task_waits_instead_of_being_dropped(catalog: Catalog):
+    # The explicit path records without reading the task; the store refuses a task not due by ITS clock,
+    # which runs behind this one: the task must not stay scheduled forever (IgnoreDuplicate) nor fail.
+    stored = task(TaskStatus.SCHEDULED, not_before=PAST)
+    got = decide_intake(message("summarizer"), stored, catalog, NOW, route_refused=True)
+    assert got == Delay(1, PAST)
+    # Still ahead by this clock as well: the usual hop.
+    later = task(TaskStatus.SCHEDULED, not_before=ahead(40))
+    assert decide_intake(message("summarizer"), later, catalog, NOW, route_refused=True) == Delay(
+        30, ahead(40)
+    )
+
+
+def test_the_database_clock_ahead_only_makes_one_short_extra_hop(catalog: Catalog):
+    # This clock says 0.4 s remain while the database already calls it due: waiting one shortest tier is
+    # the whole cost (the next look routes it).
+    stored = task(TaskStatus.SCHEDULED, not_before=ahead(0.4))
+    assert decide_intake(message(), stored, catalog, NOW) == Delay(1, ahead(0.4))
+    assert decide_intake(message(), stored, catalog, ahead(1)) == Route()
+
+
+def test_a_refusal_nearer_the_deadline_than_the_not_before_is_an_expiry(catalog: Catalog):
+    # Both set: refused while this clock is past not_before means the database's clock is either behind
+    # (before not_before) or ahead (past the deadline); whichever is nearer.
+    near_start = task(TaskStatus.SCHEDULED, not_before=ahead(-1), deadline=ahead(600))
+    assert decide_intake(message(), near_start, catalog, NOW, route_refused=True) == Delay(1, ahead(-1))
+    near_end = task(TaskStatus.SCHEDULED, not_before=ahead(-600), deadline=ahead(1))
+    assert decide_intake(message(), near_end, catalog, NOW, route_refused=True) == Expire()
+    # Without a not_before a refusal is the deadline's, as before.
+    assert decide_intake(message(), task(TaskStatus.PENDING), catalog, NOW, route_refused=True) == Expire()
+
+
+def test_a_scheduled_task_past_its_deadline_expires(catalog: Catalog):
+    # Its message came back later than its deadline (the API refuses deadline <= not_before, but a hop can
+    # overshoot): expired, not delayed again.
+    stored = task(TaskStatus.SCHEDULED, not_before=ahead(60), deadline=PAST)
+    assert decide_intake(message(), stored, catalog, NOW) == Expire()
+
+
+@pytest.mark.parametrize("status", [TaskStatus.CANCELLED, TaskStatus.FAILED])
+def test_a_scheduled_task_cancelled_or_expired_meanwhile_stops_hopping(catalog: Catalog, status: TaskStatus):
+    stored = task(status, not_before=ahead(3600))
+    got = decide_intake(message(not_before=ahead(3600)), stored, catalog, NOW)
+    assert got == IgnoreFinished(status)
+    assert decide_intake(message("summarizer"), stored, catalog, NOW, route_refused=True) == IgnoreFinished(
+        status
     )

@@ -62,6 +62,10 @@ def test_the_status_picks_the_message_and_its_destination():
     queued = announcement(_record())
     assert isinstance(queued, WorkMessage)
     assert destination(topology, queued) == (topology.tasks_exchange, "general")
-    for status in set(TaskStatus) - {TaskStatus.PENDING, TaskStatus.QUEUED}:
+    # A scheduled task goes to the broker agent too, which sends it through the delay queues until it is due.
+    scheduled = announcement(_record(status=TaskStatus.SCHEDULED, specialist=None, routing=None))
+    assert isinstance(scheduled, IntakeMessage)
+    assert destination(topology, scheduled) == (topology.intake_exchange, INTAKE_ROUTING_KEY)
+    for status in set(TaskStatus) - {TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.SCHEDULED}:
         with pytest.raises(NotAnnounceable):
             announcement(_record(status=status))

@@ -58,3 +58,16 @@ def test_backoff_grows_with_jitter_within_bounds():
         for _ in range(50):
             value = backoff_seconds(attempt, base=2, cap=60, rng=rng)
             assert ceiling / 2 <= value <= ceiling
+
+
+def test_a_hop_towards_a_moment_never_overshoots_it_but_by_the_shortest_tier():
+    from taskyard_common.retry import hop_tier
+    from taskyard_common.topology import DELAY_TIERS
+
+    assert hop_tier(0) == hop_tier(-5) == hop_tier(0.5) == DELAY_TIERS[0]
+    assert hop_tier(5) == 5
+    assert hop_tier(9.99) == 5
+    assert hop_tier(45) == 30
+    assert hop_tier(10**6) == DELAY_TIERS[-1]
+    for seconds in (1, 3, 17, 299, 301, 3599, 7200):
+        assert hop_tier(seconds) <= seconds

@@ -4,9 +4,10 @@ Every step that puts a task in front of a consumer commits its row first and pub
 consumer never sees a task the store does not know; a crash between the two leaves a committed task whose
 message may be missing. Who recovers what, once and for all:
 
-- ``pending`` (a submission, or a replay of a task never routed): the API commits with ``published_at``
-  NULL and marks it after the confirm. The API's **sweeper** re-publishes the intake message of a pending
-  row still unmarked after its grace period.
+- ``pending`` or ``scheduled`` (a submission, a schedule's occurrence created by the broker agent's
+  scheduler, or a replay of a task never routed): committed with ``published_at`` NULL and marked after the
+  confirm. The API's **sweeper** re-publishes the intake message of such a row still unmarked after its
+  grace period, whoever created it (a scheduled task's message then waits in the delay queues again).
 - ``queued`` by a dead-letter replay (API) or a lease reclaim (broker agent's reaper): committed with
   ``published_at`` NULL, marked after the confirm. The broker agent's **reaper** re-publishes the work
   message of a queued row still unmarked after ``TASKYARD_BROKER_REPUBLISH_AFTER_SECONDS`` (``stale_queued``),
@@ -42,9 +43,9 @@ Mark = Callable[[UUID], Awaitable[None]]
 
 
 def announcement(record: TaskRecord) -> Announcement:
-    """The message ``record``'s status calls for: a pending task goes to the broker agent, a queued one
-    straight to its specialist. Raises ``NotAnnounceable`` for anything else."""
-    if record.status is TaskStatus.PENDING:
+    """The message ``record``'s status calls for: a pending (or scheduled) task goes to the broker agent, a
+    queued one straight to its specialist. Raises ``NotAnnounceable`` for anything else."""
+    if record.status in (TaskStatus.PENDING, TaskStatus.SCHEDULED):
         return IntakeMessage.from_record(record)
     if record.status is TaskStatus.QUEUED:
         return WorkMessage.from_record(record)

@@ -172,9 +172,10 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(
         "replay",
         (S.DEAD_LETTERED,),
-        (S.QUEUED, S.PENDING),
+        (S.QUEUED, S.PENDING, S.SCHEDULED),
         "API (admin)",
-        "a dead letter is replayed (pending when it was never routed)",
+        "a dead letter is replayed (pending when it was never routed; scheduled while its not_before is"
+        " ahead)",
     ),
 )
 

@@ -78,6 +78,10 @@ DEAD_LETTERS = Counter(
 INTAKE_RETRIES = Counter(
     "taskyard_intake_retries_total", "Intake messages sent through a delay queue after a transient failure"
 )
+INTAKE_DELAYED = Counter(
+    "taskyard_intake_delayed_total",
+    "Intake messages of tasks not due yet (not_before ahead) sent back through a delay queue, uncharged",
+)
 LEASES_RECLAIMED = Counter(
     "taskyard_leases_reclaimed_total",
     "Running tasks whose lease expired, reclaimed by the reaper",
@@ -171,6 +175,25 @@ WEBHOOK_OUTBOX_OLDEST_AGE = Gauge(
     "taskyard_webhook_outbox_oldest_age_seconds",
     "Age of the oldest webhook delivery still pending (since it was created or redelivered); 0: none",
 )
+# Cron schedules: the broker agent's scheduler.
+SCHEDULES_DUE = Counter(
+    "taskyard_schedules_due_total",
+    "Due schedule occurrences a scheduler handled (the missed occurrences an outage collapses into one count "
+    "once, here, and under skipped reason missed)",
+)
+SCHEDULE_TASKS_CREATED = Counter(
+    "taskyard_schedule_tasks_created_total", "Tasks created by schedule occurrences"
+)
+SCHEDULE_OCCURRENCES_SKIPPED = Counter(
+    "taskyard_schedule_occurrences_skipped_total",
+    "Schedule occurrences that created no task: overlap (the previous task had not finished), missed "
+    "(collapsed into a later one after an outage), existing (its key named a task already), failed",
+    ["reason"],
+)
+SCHEDULER_LAG = Gauge(
+    "taskyard_scheduler_lag_seconds",
+    "How late this scheduler's last round handled its most overdue occurrence (0: none was due)",
+)
 
 ROUTING_METHODS = ("llm", "rules", "explicit")
 ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard")
@@ -182,6 +205,7 @@ UNKNOWN_SPECIALIST = "unknown"
 DEAD_LETTER_REASONS = ("delivery_limit", "rejected", "expired", "maxlen", "unknown")
 LEASE_OUTCOMES = ("requeued", "dead_lettered")
 WEBHOOK_OUTCOMES = ("delivered", "failed_attempt", "refused", "gave_up")
+SCHEDULE_SKIP_REASONS = ("overlap", "missed", "existing", "failed")
 
 LLM_OUTCOMES = ("ok", "rate_limited", "server_error", "client_error", "timeout", "connection_error", "error")
 
@@ -230,6 +254,8 @@ def init_broker_labels(specialists: Iterable[str]) -> None:
         LEASES_RECLAIMED.labels(outcome)
     for outcome in WEBHOOK_OUTCOMES:
         WEBHOOK_DELIVERIES.labels(outcome)
+    for reason in SCHEDULE_SKIP_REASONS:
+        SCHEDULE_OCCURRENCES_SKIPPED.labels(reason)
 
 
 def count_dead_lettered(specialist: str | None, known: Collection[str]) -> None:

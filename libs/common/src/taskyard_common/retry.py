@@ -12,7 +12,7 @@ import random
 
 from taskyard_common.amqp import Publisher
 from taskyard_common.messages import Envelope
-from taskyard_common.topology import Topology, delay_tier
+from taskyard_common.topology import DELAY_TIERS, Topology, delay_tier
 
 
 def backoff_seconds(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
@@ -20,6 +20,14 @@ def backoff_seconds(attempt: int, base: float, cap: float, rng: random.Random | 
     all of ``min(cap, base * 2**(attempt-1))``, so retries of many tasks spread instead of marching."""
     ceiling = min(cap, base * 2 ** max(0, attempt - 1))
     return (rng or random).uniform(ceiling / 2, ceiling)
+
+
+def hop_tier(seconds: float) -> int:
+    """The delay of one hop towards a moment ``seconds`` ahead: the longest tier that does not overshoot it
+    (the shortest tier when even that one does), so a wait longer than the longest tier takes several hops
+    and a message never comes back much later than asked."""
+    fitting = [tier for tier in DELAY_TIERS if tier <= seconds]
+    return fitting[-1] if fitting else DELAY_TIERS[0]
 
 
 async def publish_delayed(

@@ -22,7 +22,16 @@ from taskyard_api.http.openapi import install_openapi
 from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan, stop_watching
-from taskyard_api.routes import dead_letters, events, health, specialists, task_groups, tasks, webhooks
+from taskyard_api.routes import (
+    dead_letters,
+    events,
+    health,
+    schedules,
+    specialists,
+    task_groups,
+    tasks,
+    webhooks,
+)
 from taskyard_api.settings import ServiceSettings, get_settings
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
@@ -40,6 +49,9 @@ A **503** on submission means the task was *not* stored: retry after `Retry-Afte
 A task may be followed by more steps (`then`: each step's input is the previous step's output), and
 `POST /v1/task-groups` submits up to 1000 tasks at once, with an optional `reduce` step run once on their
 outcomes. A task's document links its chain, its parent, the tasks it delegated to and its group.
+
+A task submitted with a `not_before` stays `scheduled` until then. `POST /v1/schedules` creates a task at
+each occurrence of a cron expression (five fields, in an IANA time zone).
 
 A task submitted with a `webhook` has its terminal status POSTed there, signed (Standard Webhooks);
 `GET /v1/tasks/{task_id}/webhook-deliveries` lists what was sent. `POST /v1/tasks/{task_id}/cancel` stops a
@@ -59,6 +71,7 @@ TAGS = [
         "description": "Submit many tasks at once, with a reduce step run once on their outcomes",
     },
     {"name": "webhooks", "description": "A task's webhook deliveries: their attempts, and sending one again"},
+    {"name": "schedules", "description": "Cron schedules: a task at each occurrence; pause, resume, delete"},
     {
         "name": "dead-letters",
         "description": "Replay or discard dead-lettered tasks (admin only)",
@@ -100,6 +113,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(task_groups.router)
     app.include_router(webhooks.router)
     app.include_router(events.router)
+    app.include_router(schedules.router)
     app.include_router(dead_letters.router)
     app.include_router(specialists.router)
     app.include_router(health.router)

@@ -24,6 +24,7 @@ from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
+from taskyard_common.store.schedules import ScheduleStore
 from taskyard_common.topology import Topology
 
 
@@ -45,6 +46,8 @@ class Resources:
     deliveries: WebhookDeliveries
     # Wakes the event streams and long-polls of a task when it changes.
     watcher: Watcher
+    # The cron schedules, on the task store's pool.
+    schedules: ScheduleStore
 
     @classmethod
     @asynccontextmanager
@@ -106,4 +109,5 @@ class Resources:
                 inserts=inserts,
                 deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 watcher=watcher,
+                schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
             )

@@ -1,5 +1,5 @@
-"""The broker agent: the intake and dead-letter consumers, the lease reaper, the queue sampler and the
-webhook dispatcher, on the resources of one process; a graceful stop."""
+"""The broker agent: the intake and dead-letter consumers, the lease reaper, the queue sampler, the webhook
+dispatcher and the cron schedules' scheduler, on the resources of one process; a graceful stop."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from taskyard_broker_agent.intake.handler import IntakeHandler
 from taskyard_broker_agent.queue_metrics import QueueMetrics
 from taskyard_broker_agent.reaper import Reaper
 from taskyard_broker_agent.resources import Resources
+from taskyard_broker_agent.scheduling.scheduler import Scheduler
 from taskyard_broker_agent.settings import ServiceSettings
 from taskyard_broker_agent.webhooks.dispatcher import Dispatcher
 from taskyard_common import metrics
@@ -36,6 +37,7 @@ class BrokerAgent:
         self.resources: Resources | None = None
         self.reaper: Reaper | None = None
         self.webhooks: Dispatcher | None = None
+        self.scheduler: Scheduler | None = None
         self._queue_metrics: QueueMetrics | None = None
         self._intake_inflight = InFlight("intake message")
         self._dead_letter_inflight = InFlight("dead letter")
@@ -83,6 +85,9 @@ class BrokerAgent:
         self._queue_metrics.start()
         self.webhooks = Dispatcher(resources.outbox, resources.webhook_secrets, self.settings.webhook)
         self.webhooks.start()
+        if self.settings.scheduler.enabled:
+            self.scheduler = Scheduler(context, resources.schedules)
+            self.scheduler.start()
         tag = await resources.dead_letter_queue.consume(
             self._dead_letter_inflight.track(dead_letters.on_message)
         )
@@ -91,12 +96,14 @@ class BrokerAgent:
         self._consumers.append((resources.intake_queue, tag))
 
     async def ready(self) -> bool:
-        """What ``/readyz`` answers: the reaper's and the dispatcher's loops running, the broker channels
-        open, the database answering."""
+        """What ``/readyz`` answers: the reaper's, the dispatcher's and (when enabled) the scheduler's loops
+        running, the broker channels open, the database answering."""
         resources, reaper, webhooks = self.resources, self.reaper, self.webhooks
         if resources is None or reaper is None or not reaper.running:
             return False
         if webhooks is None or not webhooks.running:
+            return False
+        if self.settings.scheduler.enabled and (self.scheduler is None or not self.scheduler.running):
             return False
         return await resources.reachable()
 
@@ -124,11 +131,13 @@ class BrokerAgent:
                 await queue.cancel(tag)
         reaper, self.reaper = self.reaper, None
         webhooks, self.webhooks = self.webhooks, None
+        scheduler, self.scheduler = self.scheduler, None
         await asyncio.gather(
             self._intake_inflight.drain(grace_seconds),
             self._dead_letter_inflight.drain(grace_seconds),
             reaper.stop(grace_seconds) if reaper is not None else asyncio.sleep(0),
             webhooks.stop(grace_seconds) if webhooks is not None else asyncio.sleep(0),
+            scheduler.stop(grace_seconds) if scheduler is not None else asyncio.sleep(0),
         )
 
     async def __aenter__(self) -> BrokerAgent:

@@ -57,6 +57,20 @@ class BrokerAgentSettings(BaseSettings):
     shutdown_grace_seconds: float = Field(default=20.0, gt=0)
 
 
+class SchedulerSettings(BaseSettings):
+    """The cron schedules' scheduler (``TASKYARD_BROKER_SCHEDULER_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="TASKYARD_BROKER_SCHEDULER_", extra="ignore")
+
+    # Off: this agent creates no schedule occurrences (another replica, or none, does).
+    enabled: bool = True
+    # How often it claims the due schedules: an occurrence's task is created at most this late (plus the
+    # round's own time) while a scheduler runs.
+    interval_seconds: float = Field(default=5.0, gt=0, le=300)
+    # Due schedules one round claims (locks) at most; the next round takes the rest.
+    batch_size: int = Field(default=100, ge=1, le=10_000)
+
+
 class ServiceSettings(BaseModel):
     """Everything the broker agent process needs, built once and passed down."""
 
@@ -71,6 +85,8 @@ class ServiceSettings(BaseModel):
     broker: BrokerAgentSettings
     # The webhook dispatcher (TASKYARD_WEBHOOK_*, shared with the API's address rules).
     webhook: WebhookSettings
+    # Read from the environment when not given (``get_settings`` gives it).
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
 
     @property
     def llm_routing_enabled(self) -> bool:
@@ -90,4 +106,5 @@ def get_settings() -> ServiceSettings:
         log=LogSettings(),
         broker=BrokerAgentSettings(),
         webhook=WebhookSettings(),
+        scheduler=SchedulerSettings(),
     )

@@ -5,6 +5,9 @@
 {{- include "taskyard.env.addList" (dict "env" $env "list" (include "taskyard.healthEnv" (dict "port" $b.healthPort))) -}}
 {{- include "taskyard.env.addList" (dict "env" $env "list" (include "taskyard.webhookEnv" .)) -}}
 {{- $_ := set $env "TASKYARD_BROKER_SHUTDOWN_GRACE_SECONDS" (dict "value" (include "taskyard.env.string" $b.shutdownGraceSeconds)) -}}
+{{- $_ := set $env "TASKYARD_BROKER_SCHEDULER_ENABLED" (dict "value" (include "taskyard.env.string" $b.scheduler.enabled)) -}}
+{{- $_ := set $env "TASKYARD_BROKER_SCHEDULER_INTERVAL_SECONDS" (dict "value" (include "taskyard.env.string" $b.scheduler.intervalSeconds)) -}}
+{{- $_ := set $env "TASKYARD_BROKER_SCHEDULER_BATCH_SIZE" (dict "value" (include "taskyard.env.string" $b.scheduler.batchSize)) -}}
 {{- include "taskyard.env.put" (dict "env" $env "values" .Values.config.env) -}}
 {{- include "taskyard.env.put" (dict "env" $env "values" $b.env) -}}
 {{- toJson $env -}}

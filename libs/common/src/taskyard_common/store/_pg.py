@@ -31,25 +31,45 @@ COLUMNS = (
     " waiting_children, priority, not_before"
 )
 _CREATED = ", ".join(f"c.{c.strip()}" for c in COLUMNS.split(","))
-# A task is born pending (scheduled while its not_before is ahead) with its first event, ``accepted``; a task with chain steps to come is its chain's
+# A task is born pending (scheduled while its not_before is ahead) with its first event, ``accepted``
+# (``{specialist}``, and its ``not_before`` when it has one); a task with chain steps to come is its chain's
 # first (chain_root_id: itself, chain_index 0).
-_ACCEPTED = (
-    " logged AS (INSERT INTO task_events (task_id, seq, type, data)"
-    " SELECT c.id, 1, 'accepted', jsonb_build_object('specialist', c.requested_specialist) FROM created c)"
-    f" SELECT {_CREATED} FROM created c"
+ACCEPTED_DATA = (
+    "jsonb_build_object('specialist', c.requested_specialist)"
+    " || CASE WHEN c.not_before IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('not_before', c.not_before) END"
 )
-# $1 id, $2 input, $3 metadata, $4 requested_specialist, $5 deadline, $6 timeout_seconds, $7 tenant,
-# $8 webhook, $9 instructions, $10 chain_rest, $11 group_id, $12 group_role, $13 parent_id, $14 delegation,
-# $15 depth, $16 priority, $17 not_before.
-INSERT_TASK = (
-    "WITH created AS (INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline,"
-    " timeout_seconds, tenant, webhook, instructions, chain_rest, chain_root_id, chain_index, group_id,"
-    " group_role, parent_id, delegation, depth, priority, not_before, event_seq)"
-    " VALUES ($1, CASE WHEN $17::timestamptz > clock_timestamp() THEN 'scheduled' ELSE 'pending' END,"
-    " $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb,"
-    " CASE WHEN $10::jsonb IS NOT NULL THEN $1::uuid END, CASE WHEN $10::jsonb IS NOT NULL THEN 0 END,"
-    " $11, $12, $13, $14, $15, $16, $17, 1) RETURNING tasks.*)," + _ACCEPTED
-)
+
+
+def accepted(extra_data: str = "") -> str:
+    """The CTE that logs the ``accepted`` event of the ``created`` rows, and the final SELECT; ``extra_data``
+    (``|| jsonb_build_object(...)``) adds to its data."""
+    return (
+        " logged AS (INSERT INTO task_events (task_id, seq, type, data)"
+        f" SELECT c.id, 1, 'accepted', {ACCEPTED_DATA}{extra_data} FROM created c)"
+        f" SELECT {_CREATED} FROM created c"
+    )
+
+
+_ACCEPTED = accepted()
+
+
+def insert_task(extra_data: str = "") -> str:
+    """One task's INSERT with its ``accepted`` event (see ``accepted``); parameters as ``insert_args``:
+    $1 id, $2 input, $3 metadata, $4 requested_specialist, $5 deadline, $6 timeout_seconds, $7 tenant,
+    $8 webhook, $9 instructions, $10 chain_rest, $11 group_id, $12 group_role, $13 parent_id,
+    $14 delegation, $15 depth, $16 priority, $17 not_before (``extra_data`` may use $18 on)."""
+    return (
+        "WITH created AS (INSERT INTO tasks (id, status, input, metadata, requested_specialist, deadline,"
+        " timeout_seconds, tenant, webhook, instructions, chain_rest, chain_root_id, chain_index, group_id,"
+        " group_role, parent_id, delegation, depth, priority, not_before, event_seq)"
+        " VALUES ($1, CASE WHEN $17::timestamptz > clock_timestamp() THEN 'scheduled' ELSE 'pending' END,"
+        " $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb,"
+        " CASE WHEN $10::jsonb IS NOT NULL THEN $1::uuid END, CASE WHEN $10::jsonb IS NOT NULL THEN 0 END,"
+        " $11, $12, $13, $14, $15, $16, $17, 1) RETURNING tasks.*)," + accepted(extra_data)
+    )
+
+
+INSERT_TASK = insert_task()
 
 # The same for many submissions at once, one array per column (JSON as text, the jsonb codec's encoding).
 INSERT_TASKS = (

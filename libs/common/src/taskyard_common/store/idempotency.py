@@ -14,15 +14,16 @@ from datetime import datetime
 from taskyard_common.store._pg import COLUMNS, INSERT_TASK, PoolStore, insert_args, to_record
 from taskyard_common.store.records import IdempotentCreate, NewTask
 
-# $1 tenant, $2 key, $3 request_hash, $4 task_id, $5 retention in seconds.
-_CLAIM = (
+# $1 tenant, $2 key, $3 request_hash, $4 task_id, $5 retention in seconds (the schedulers' occurrence keys
+# use the same claim, see schedule_claims.py).
+CLAIM_KEY = (
     "INSERT INTO idempotency_keys AS k (tenant, key, request_hash, task_id) VALUES ($1, $2, $3, $4)"
     " ON CONFLICT (tenant, key) DO UPDATE SET request_hash = EXCLUDED.request_hash,"
     " task_id = EXCLUDED.task_id, created_at = clock_timestamp()"
     " WHERE k.created_at < clock_timestamp() - make_interval(secs => $5)"
     " RETURNING key"
 )
-_EXISTING = "SELECT request_hash, task_id FROM idempotency_keys WHERE tenant = $1 AND key = $2"
+EXISTING_KEY = "SELECT request_hash, task_id FROM idempotency_keys WHERE tenant = $1 AND key = $2"
 # A claimant that rolled back, or whose task was discarded between our conflict and our read: claim again.
 _CLAIM_ATTEMPTS = 5
 
@@ -34,13 +35,13 @@ class IdempotencyQueries(PoolStore):
         for _ in range(_CLAIM_ATTEMPTS):
             async with self._transaction() as conn:
                 claimed = await conn.fetchrow(
-                    _CLAIM, task.tenant, key, request_hash, task.id, float(retention_seconds)
+                    CLAIM_KEY, task.tenant, key, request_hash, task.id, float(retention_seconds)
                 )
                 if claimed is not None:
                     row = await conn.fetchrow(INSERT_TASK, *insert_args(task))
                     assert row is not None
                     return IdempotentCreate(created=True, request_hash=request_hash, record=to_record(row))
-                existing = await conn.fetchrow(_EXISTING, task.tenant, key)
+                existing = await conn.fetchrow(EXISTING_KEY, task.tenant, key)
                 if existing is None:
                     continue
                 record = None

@@ -157,7 +157,9 @@ DEAD_LETTER = logged(
 # cannot.
 REPLAY = logged(
     "specialist = COALESCE($2, specialist), routing = COALESCE($3, routing),"
-    " status = CASE WHEN COALESCE($2, specialist) IS NULL THEN 'pending' ELSE 'queued' END,"
+    # Never routed: back to the broker agent, scheduled again while its not_before is ahead.
+    " status = CASE WHEN COALESCE($2, specialist) IS NOT NULL THEN 'queued'"
+    " WHEN not_before > clock_timestamp() THEN 'scheduled' ELSE 'pending' END,"
     f" attempts = 0, lease_expirations = 0, {CLEAR_LEASE}, error = NULL, result = NULL,"
     " next_attempt_at = NULL, cancel_requested_at = NULL, finished_at = NULL, started_at = NULL,"
     " published_at = NULL,"

@@ -174,8 +174,8 @@ async def get_dead_letter(task_id: TaskIdPath, store: StoreDep, principal: Admin
     dependencies=[Depends(require_json_body)],
     responses={
         202: {
-            "description": "Replayed: the task is queued (or pending, when it was never routed) and published. "
-            "Location names the task.",
+            "description": "Replayed: the task is queued (or pending, when it was never routed; scheduled when "
+            "its not_before is still ahead) and published. Location names the task.",
             "headers": {"Location": {"description": "The task's URL", "schema": {"type": "string"}}},
         },
         **problem_responses(
@@ -201,7 +201,8 @@ async def replay_dead_letter(
     replay: Annotated[ReplayRequest | None, Body()] = None,
 ) -> TaskDocument:
     """The task gets a fresh start (attempts reset to 0) on its specialist, or on ``specialist`` when given;
-    a task that died before it was routed goes back to the broker agent instead."""
+    a task that died before it was routed goes back to the broker agent instead (scheduled, and waiting for it,
+    while its not_before is ahead)."""
     ident = (await _open_dead_letter(resources.store, task_id, principal)).task_id
     specialist = replay.specialist if replay is not None else None
     catalog = resources.catalog

@@ -11,6 +11,12 @@ The store is the source of truth, which makes the intake idempotent under redeli
   its STORED decision is published again (``Republish``), never routed a second time (the answer could
   differ, and it costs an LLM call);
 - a task whose deadline passed before it was routed fails as expired (``Expire``);
+- a task whose ``not_before`` is still ahead (``scheduled``) goes back through the delay queues
+  (``Delay``): the longest delay tier that does not pass ``not_before``, hop after hop, without counting a
+  routing attempt and without holding the message. The row's ``not_before`` decides (a message re-sent by the
+  sweeper or written before scheduling may not carry it), and so does the database's clock in the end: when
+  the store refuses to route a scheduled task this clock calls due, the database's clock is behind, and the
+  message waits one more short hop;
 - a task that is running or finished (cancelled included), or that the API discarded, is acknowledged
   without a publish (``IgnoreDuplicate``, ``IgnoreFinished``, ``DropUnknown``).
 """
@@ -21,8 +27,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from taskyard_common.catalog import Catalog
-from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.lifecycle import ROUTABLE, TaskStatus
 from taskyard_common.messages import IntakeMessage, Priority, RoutingDecision, RoutingMethod
+from taskyard_common.retry import hop_tier
 from taskyard_common.store import DEFAULT_TENANT, TaskRecord
 
 EXPLICIT_REASON = "requested by the client"
@@ -57,6 +64,15 @@ class Expire:
 
 
 @dataclass(frozen=True)
+class Delay:
+    """Not due yet (its ``not_before`` is ahead): send the message back through the delay tier of
+    ``seconds``, carrying ``not_before``, uncharged."""
+
+    seconds: int
+    not_before: datetime
+
+
+@dataclass(frozen=True)
 class FailUnknownSpecialist:
     """The requested specialist is not in this broker agent's catalog: fail the task."""
 
@@ -87,6 +103,7 @@ IntakeAction = (
     | Record
     | Republish
     | Expire
+    | Delay
     | FailUnknownSpecialist
     | DropUnknown
     | IgnoreFinished
@@ -103,6 +120,31 @@ def deadline_passed(deadline: datetime | None, now: datetime | None = None) -> b
 def as_utc(moment: datetime) -> datetime:
     """A naive timestamp from a client means UTC."""
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def not_due(message: IntakeMessage, now: datetime) -> bool:
+    """The message itself says its task is not due yet: read the task before recording anything."""
+    return message.not_before is not None and as_utc(message.not_before) > now
+
+
+def delay(not_before: datetime | None, now: datetime) -> Delay | None:
+    """The hop towards ``not_before`` while it is ahead; None once it has passed (or without one)."""
+    if not_before is None:
+        return None
+    moment = as_utc(not_before)
+    remaining = (moment - now).total_seconds()
+    return Delay(hop_tier(remaining), moment) if remaining > 0 else None
+
+
+def refused_as_early(not_before: datetime, deadline: datetime | None, now: datetime) -> bool:
+    """Why the store refused to route a task this clock calls due and unexpired: the database's clock is
+    either before its not_before (behind this one) or past its deadline (ahead). Without a deadline only the
+    first is possible, without a not_before only the second; with both (the deadline is later), whichever
+    this clock is nearer to: the clocks differ by far less than the time between the two."""
+    if deadline is None:
+        return True
+    start, end = as_utc(not_before), as_utc(deadline)
+    return now < start + (end - start) / 2
 
 
 def explicit_decision(message: IntakeMessage, catalog: Catalog) -> RoutingDecision | None:
@@ -125,8 +167,8 @@ def decide_intake(
     route_refused: bool = False,
 ) -> IntakeAction:
     """What to do with ``message`` given ``task`` as stored. ``route_refused``: the store has just refused
-    to record a decision for it, so a task still pending was refused by its deadline, by the database's
-    clock (which may run ahead of ``now``)."""
+    to record a decision for it, so a task still pending or scheduled was refused by its deadline or its
+    not_before, by the database's clock (which may run ahead of or behind ``now``)."""
     if task is None:
         return DropUnknown()
     if task.status.terminal:
@@ -136,9 +178,19 @@ def decide_intake(
         if deadline_passed(deadline, now):
             return Expire()
         return Republish(task.routing, task.deadline, task.timeout_seconds, task.tenant, task.priority)
-    if task.status is not TaskStatus.PENDING:
+    if task.status not in ROUTABLE:
         return IgnoreDuplicate(task.status)
-    if route_refused or deadline_passed(deadline, now):
+    if deadline_passed(deadline, now):
+        return Expire()
+    # The row's not_before first: a message re-sent by the sweeper, or replayed, may not carry it.
+    not_before = task.not_before or message.not_before
+    wait = delay(not_before, now)
+    if wait is not None:
+        return wait
+    if route_refused:
+        if not_before is not None and refused_as_early(not_before, deadline, now):
+            # Due by this clock, not yet by the database's: one shortest hop more.
+            return Delay(hop_tier(0), as_utc(not_before))
         return Expire()
     if message.requested_specialist is None:
         return Route()

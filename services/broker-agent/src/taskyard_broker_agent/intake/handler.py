@@ -3,6 +3,8 @@
 What to do with a message is ``decisions.decide_intake``'s answer; this module carries it out. The
 decision is recorded (pending → queued) BEFORE the work message is published, so a worker never sees a task
 that is still pending, and the task is read BEFORE routing, so a redelivery never pays for a second LLM call.
+A task not due yet (``not_before`` ahead: ``scheduled``) is not routed: its message goes back through the delay
+queues, uncharged, and is acknowledged (``Delay``), so a scheduled task holds no message and no slot.
 
 Returning acknowledges (the consume helper settles). A transient failure never holds or requeues the
 message: it is published again through a delay queue with ``attempt + 1`` and acknowledged, so waiting
@@ -21,6 +23,7 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.intake.decisions import (
+    Delay,
     DropUnknown,
     Expire,
     FailUnknownSpecialist,
@@ -33,6 +36,7 @@ from taskyard_broker_agent.intake.decisions import (
     as_utc,
     decide_intake,
     explicit_decision,
+    not_due,
 )
 from taskyard_common import metrics
 from taskyard_common.announce import publish_then_mark
@@ -54,6 +58,11 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, TaskyardError):
         return f"{type(exc).__name__}: {exc}"[:_ERROR_DETAIL_MAX]
     return type(exc).__name__
+
+
+def delay_target(message: IntakeMessage) -> str:
+    """Where a delayed intake message comes back to (a retry, or a task not due yet)."""
+    return INTAKE_TARGET
 
 
 class IntakeHandler:
@@ -79,7 +88,7 @@ class IntakeHandler:
     async def handle(self, message: IntakeMessage) -> None:
         started = time.perf_counter()
         explicit = explicit_decision(message, self._catalog)
-        if explicit is not None:
+        if explicit is not None and not not_due(message, datetime.now(UTC)):
             # Nothing to decide, so nothing to protect by reading the task first: one conditional statement
             # records the decision, and only when it does not apply is the task read to see why.
             metrics.ROUTING_DURATION.labels(explicit.method.value).observe(time.perf_counter() - started)
@@ -113,6 +122,12 @@ class IntakeHandler:
             case Expire():
                 if await self._store.expire(task_id, "the task's deadline passed before it was routed"):
                     log.info("failed task %s: its deadline passed before routing", task_id)
+            case Delay(seconds, not_before):
+                # Uncharged: the same attempt comes back, carrying not_before for its next look.
+                again = message.model_copy(update={"not_before": not_before})
+                await publish_delayed(self._publisher, self._topology, delay_target(message), again, seconds)
+                metrics.INTAKE_DELAYED.inc()
+                log.debug("task %s not due until %s: back in %d s", task_id, not_before.isoformat(), seconds)
             case FailUnknownSpecialist(specialist):
                 error = task_error(
                     TaskErrorType.UNKNOWN_SPECIALIST,
@@ -189,7 +204,7 @@ class IntakeHandler:
             return
         delay = backoff_seconds(message.attempt, self._retry_base, self._retry_max)
         again = message.model_copy(update={"attempt": message.attempt + 1})
-        tier = await publish_delayed(self._publisher, self._topology, INTAKE_TARGET, again, delay)
+        tier = await publish_delayed(self._publisher, self._topology, delay_target(message), again, delay)
         metrics.INTAKE_RETRIES.inc()
         log.warning(
             "routing task %s failed (attempt %d of %d: %s); next attempt in %d s",
