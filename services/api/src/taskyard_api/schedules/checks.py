@@ -29,8 +29,8 @@ def _within_task(problem: Problem) -> Problem:
 def check_task(submission: TaskSubmission, catalog: Catalog, settings: ServiceSettings) -> None:
     """POST /v1/tasks's checks against the catalog and the settings, each a 422 naming ``task``'s field."""
     try:
-        check_specialist(submission, catalog)
-        check_timeout(submission, catalog)
+        check_specialist(submission.specialist, catalog)
+        check_timeout(submission.timeout_seconds, submission.specialist, catalog)
         check_input_size(submission.input, settings)
         check_webhook(submission, settings)
     except ProblemException as exc:

@@ -8,7 +8,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from taskyard_api.models import MAX_METADATA_ENTRIES, MetadataKey, MetadataValue, TaskSubmission
+from taskyard_api.json_values import MAX_METADATA_ENTRIES, MetadataKey, MetadataValue
+from taskyard_api.models import TaskSubmission
 from taskyard_common import cron
 from taskyard_common.store.schedule_records import Overlap, ScheduleRecord
 
