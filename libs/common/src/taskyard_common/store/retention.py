@@ -184,6 +184,7 @@ class RetentionStore(PoolStore):
     ) -> Removed:
         """Remove up to ``batch_size`` tasks finished before ``cutoff`` (of ``tenant``; None: of every
         tenant but those in ``exclude``), in one transaction."""
+        which: str | list[str]
         if tenant is not None:
             sql, which = _EXPIRED.format(tenants="t.tenant = $3"), tenant
         else:
