@@ -95,6 +95,8 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
         ("/v1/tasks/{task_id}/events", "get"): {"200", "404", "422", "500", "503"},
         ("/v1/tasks/{task_id}/result", "get"): {"200", "404", "409", "500", "503"},
         ("/v1/tasks/{task_id}/cancel", "post"): {"200", "202", "404", "409", "500", "503"},
+        ("/v1/tasks/{task_id}", "delete"): {"204", "403", "404", "409", "500", "503"},
+        ("/v1/tenant/tasks", "delete"): {"200", "403", "500", "503"},
         ("/v1/tasks/{task_id}/webhook-deliveries", "get"): {"200", "404", "500", "503"},
         ("/v1/tasks/{task_id}/webhook-deliveries/{delivery_id}/redeliver", "post"): {
             "202",
@@ -136,7 +138,7 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
     assert "ETag" in paths["/v1/tasks"]["post"]["responses"]["202"]["headers"]
     read = paths["/v1/tasks/{task_id}"]["get"]
     assert "ETag" in read["responses"]["200"]["headers"] and "ETag" in read["responses"]["304"]["headers"]
-    assert {p["name"] for p in read["parameters"]} == {"task_id", "wait", "If-None-Match"}
+    assert {p["name"] for p in read["parameters"]} == {"task_id", "wait", "If-None-Match", "fields"}
     events = paths["/v1/tasks/{task_id}/events"]["get"]
     assert set(events["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
     assert {p["name"] for p in events["parameters"]} == {"task_id", "after", "limit", "Last-Event-ID"}

@@ -142,7 +142,7 @@ async def test_list_pages_newest_first_and_filters(client: httpx.AsyncClient, st
     assert [item["id"] for item in by_specialist["items"]] == [i for i in newest_first if i in routed][:2]
     assert by_specialist["next_cursor"] is not None
     pending = (await client.get("/v1/tasks", params={"status": "pending", "specialist": "summarizer"})).json()
-    assert pending == {"items": [], "next_cursor": None}
+    assert pending == {"items": [], "next_cursor": None, "truncated": False}
 
     for params in (
         {"cursor": "garbage!"},
@@ -205,4 +205,4 @@ async def test_invalid_submissions_are_422_problems_and_store_nothing(client: ht
     huge = await client.post("/v1/tasks", content=b'{"input": {"n": ' + b"9" * 5000 + b"}}", headers=headers)
     assert_problem(huge, 400)
 
-    assert (await client.get("/v1/tasks")).json() == {"items": [], "next_cursor": None}
+    assert (await client.get("/v1/tasks")).json() == {"items": [], "next_cursor": None, "truncated": False}

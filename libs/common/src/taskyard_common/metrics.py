@@ -195,6 +195,22 @@ SCHEDULER_LAG = Gauge(
     "How late this scheduler's last round handled its most overdue occurrence (0: none was due)",
 )
 
+STORE_ROWS_REMOVED = Counter(
+    "taskyard_store_rows_removed_total",
+    "Rows removed from the task store by retention or deletion, by table",
+    ["table"],
+)
+STORE_OLDEST_ROW_AGE = Gauge(
+    "taskyard_store_oldest_row_age_seconds",
+    "Age of the oldest row per table (tasks: the oldest finished task; NaN: none)",
+    ["table"],
+)
+RETENTION_OVERDUE = Gauge(
+    "taskyard_retention_overdue_seconds",
+    "How long past its retention the oldest finished task still stored is (0: retention keeps up)",
+)
+RETENTION_ROUNDS = Counter("taskyard_retention_rounds_total", "Retention rounds, by outcome", ["outcome"])
+
 ROUTING_METHODS = ("llm", "rules", "explicit")
 ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard")
 ROUTING_GUARD_OUTCOMES = ("stripped", "overruled")
@@ -230,6 +246,23 @@ def init_worker_labels(specialist: str) -> None:
     TASK_DURATION.labels(specialist)
     TASK_QUEUE_WAIT.labels(specialist)
     TASKS_IN_FLIGHT.labels(specialist)
+
+
+RETENTION_OUTCOMES = ("caught_up", "backlog")
+
+
+def init_store_labels(tables: Iterable[str], *, gauges: Iterable[str] = ()) -> None:
+    """The removal counter's tables, and the oldest-age gauge's (only where a process sets it)."""
+    for table in tables:
+        STORE_ROWS_REMOVED.labels(table)
+    for table in gauges:
+        STORE_OLDEST_ROW_AGE.labels(table).set(float("nan"))
+
+
+def count_removed(rows: dict[str, int]) -> None:
+    for table, count in rows.items():
+        if count:
+            STORE_ROWS_REMOVED.labels(table).inc(count)
 
 
 def init_broker_labels(specialists: Iterable[str]) -> None:

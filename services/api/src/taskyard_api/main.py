@@ -28,6 +28,7 @@ from taskyard_api.routes import (
     health,
     schedules,
     specialists,
+    task_deletion,
     task_groups,
     tasks,
     webhooks,
@@ -110,6 +111,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         exception_handlers=exception_handlers(settings.retry_after_seconds),
     )
     app.include_router(tasks.router)
+    app.include_router(task_deletion.router)
     app.include_router(task_groups.router)
     app.include_router(webhooks.router)
     app.include_router(events.router)

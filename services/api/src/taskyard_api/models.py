@@ -320,10 +320,16 @@ class TaskResult(BaseModel):
 
 
 class TaskPage(BaseModel):
-    """One page of tasks, newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+    """One page of tasks, newest first; pass ``next_cursor`` as ``cursor`` for the next page. With
+    ``fields``, each item holds only those fields (and ``id``)."""
 
     items: list[TaskDocument]
     next_cursor: str | None
+    truncated: bool = Field(
+        default=False,
+        description="The page stopped before its limit because its items reached the API's byte bound "
+        "(TASKYARD_API_MAX_PAGE_BYTES); next_cursor continues after its last item",
+    )
 
 
 class TaskEventDocument(BaseModel):

@@ -19,11 +19,13 @@ from taskyard_api.submission.token_batches import BatchedBuckets
 from taskyard_api.tenancy.key_cache import CachedKeys
 from taskyard_api.watching.watcher import Watcher
 from taskyard_api.webhooks.deliveries import WebhookDeliveries
+from taskyard_common import metrics
 from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
+from taskyard_common.store.retention import TABLES, RetentionStore
 from taskyard_common.store.schedules import ScheduleStore
 from taskyard_common.topology import Topology
 
@@ -48,6 +50,8 @@ class Resources:
     watcher: Watcher
     # The cron schedules, on the task store's pool.
     schedules: ScheduleStore
+    # Deleting finished tasks with everything attached, on the task store's pool.
+    retention: RetentionStore
 
     @classmethod
     @asynccontextmanager
@@ -55,6 +59,8 @@ class Resources:
         """Open everything and start the background rounds; on exit, close them in reverse order (the
         exit stack's callbacks run last-in first-out, also when opening failed half-way)."""
         catalog = load_catalog(settings.catalog.path)
+        # DELETE /v1/tasks/{id} and /v1/tenant/tasks count the rows they remove.
+        metrics.init_store_labels(TABLES)
         topology = Topology(settings.amqp.prefix)
         async with AsyncExitStack() as stack:
             store = await PostgresTaskStore.open(settings.db)
@@ -110,4 +116,5 @@ class Resources:
                 deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 watcher=watcher,
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                retention=RetentionStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
             )

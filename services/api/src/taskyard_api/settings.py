@@ -37,6 +37,9 @@ class ApiSettings(BaseSettings):
     published_flush_seconds: float = Field(default=0.05, gt=0, le=5)
     default_page_size: int = Field(default=50, ge=1, le=PAGE_SIZE_CEILING)
     max_page_size: int = Field(default=PAGE_SIZE_CEILING, ge=1, le=PAGE_SIZE_CEILING)
+    # A list page's items stop at this many bytes of JSON too (at least one item): the page says it was cut
+    # (truncated) and its next_cursor goes on from there.
+    max_page_bytes: int = Field(default=1024 * 1024, ge=1024)
     # Cap of the exponential backoff between RabbitMQ connection attempts before the first success
     # (afterwards aio-pika's robust connection reconnects on its own).
     broker_retry_max_seconds: float = Field(default=30.0, gt=0)

@@ -1,5 +1,6 @@
 """The broker agent: the intake and dead-letter consumers, the lease reaper, the queue sampler, the webhook
-dispatcher and the cron schedules' scheduler, on the resources of one process; a graceful stop."""
+dispatcher, the cron schedules' scheduler and the retention loop, on the resources of one process; a
+graceful stop."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from taskyard_broker_agent.intake.handler import IntakeHandler
 from taskyard_broker_agent.queue_metrics import QueueMetrics
 from taskyard_broker_agent.reaper import Reaper
 from taskyard_broker_agent.resources import Resources
+from taskyard_broker_agent.retention import Retention
 from taskyard_broker_agent.scheduling.scheduler import Scheduler
 from taskyard_broker_agent.settings import ServiceSettings
 from taskyard_broker_agent.webhooks.dispatcher import Dispatcher
@@ -38,6 +40,7 @@ class BrokerAgent:
         self.reaper: Reaper | None = None
         self.webhooks: Dispatcher | None = None
         self.scheduler: Scheduler | None = None
+        self.retention: Retention | None = None
         self._queue_metrics: QueueMetrics | None = None
         self._intake_inflight = InFlight("intake message")
         self._dead_letter_inflight = InFlight("dead letter")
@@ -88,6 +91,9 @@ class BrokerAgent:
         if self.settings.scheduler.enabled:
             self.scheduler = Scheduler(context, resources.schedules)
             self.scheduler.start()
+        if self.settings.retention.enabled:
+            self.retention = Retention(resources.retention, self.settings.retention)
+            self.retention.start()
         tag = await resources.dead_letter_queue.consume(
             self._dead_letter_inflight.track(dead_letters.on_message)
         )
@@ -97,13 +103,15 @@ class BrokerAgent:
 
     async def ready(self) -> bool:
         """What ``/readyz`` answers: the reaper's, the dispatcher's and (when enabled) the scheduler's loops
-        running, the broker channels open, the database answering."""
+        running (and the retention loop, when enabled), the broker channels open, the database answering."""
         resources, reaper, webhooks = self.resources, self.reaper, self.webhooks
         if resources is None or reaper is None or not reaper.running:
             return False
         if webhooks is None or not webhooks.running:
             return False
         if self.settings.scheduler.enabled and (self.scheduler is None or not self.scheduler.running):
+            return False
+        if self.settings.retention.enabled and (self.retention is None or not self.retention.running):
             return False
         return await resources.reachable()
 
@@ -132,12 +140,14 @@ class BrokerAgent:
         reaper, self.reaper = self.reaper, None
         webhooks, self.webhooks = self.webhooks, None
         scheduler, self.scheduler = self.scheduler, None
+        retention, self.retention = self.retention, None
         await asyncio.gather(
             self._intake_inflight.drain(grace_seconds),
             self._dead_letter_inflight.drain(grace_seconds),
             reaper.stop(grace_seconds) if reaper is not None else asyncio.sleep(0),
             webhooks.stop(grace_seconds) if webhooks is not None else asyncio.sleep(0),
             scheduler.stop(grace_seconds) if scheduler is not None else asyncio.sleep(0),
+            retention.stop(grace_seconds) if retention is not None else asyncio.sleep(0),
         )
 
     async def __aenter__(self) -> BrokerAgent:

@@ -24,6 +24,7 @@ from taskyard_common.event_bus import EventNotifier
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.health import HealthServer, ReadyCheck
 from taskyard_common.store import PostgresTaskStore
+from taskyard_common.store.retention import RetentionStore
 from taskyard_common.store.schedules import ScheduleStore
 from taskyard_common.store.webhook_secrets import WebhookSecretStore
 from taskyard_common.topology import Topology, dead_letter_queue_arguments, declare
@@ -56,6 +57,8 @@ class Resources:
     webhook_secrets: WebhookSecretStore
     # The cron schedules, on the task store's pool.
     schedules: ScheduleStore
+    # Removing finished tasks past their retention, on the task store's pool.
+    retention: RetentionStore
 
     @classmethod
     @asynccontextmanager
@@ -118,6 +121,7 @@ class Resources:
                     store.pool, acquire_timeout=settings.db.command_timeout_seconds
                 ),
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                retention=RetentionStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
             )
 
     def context(self) -> AgentContext:

@@ -71,6 +71,26 @@ class SchedulerSettings(BaseSettings):
     batch_size: int = Field(default=100, ge=1, le=10_000)
 
 
+class RetentionSettings(BaseSettings):
+    """Retention of finished tasks (``TASKYARD_TASK_RETENTION_*``): the broker agent's retention loop."""
+
+    model_config = SettingsConfigDict(env_prefix="TASKYARD_TASK_RETENTION_", extra="ignore")
+
+    # Finished tasks older than this (since they finished) are removed with everything attached to them,
+    # unless their tenant has its own retention (taskyard-admin tenants retention).
+    days: float = Field(default=30.0, gt=0, le=36500)
+    # Off: this agent removes nothing (another replica, or none, does).
+    enabled: bool = True
+    # How often a round starts; a round removes batches until none is left or ``max_batches`` ran.
+    interval_seconds: float = Field(default=60.0, gt=0, le=86400)
+    # Tasks per batch, one transaction each: the locks and the WAL of one batch stay small.
+    batch_size: int = Field(default=500, ge=1, le=10_000)
+    max_batches: int = Field(default=100, ge=1, le=100_000)
+    # A pause between two batches, so a backlog is worked off without taking the database from the
+    # submit path.
+    batch_pause_seconds: float = Field(default=0.05, ge=0, le=60)
+
+
 class ServiceSettings(BaseModel):
     """Everything the broker agent process needs, built once and passed down."""
 
@@ -87,6 +107,7 @@ class ServiceSettings(BaseModel):
     webhook: WebhookSettings
     # Read from the environment when not given (``get_settings`` gives it).
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     @property
     def llm_routing_enabled(self) -> bool:
@@ -107,4 +128,5 @@ def get_settings() -> ServiceSettings:
         broker=BrokerAgentSettings(),
         webhook=WebhookSettings(),
         scheduler=SchedulerSettings(),
+        retention=RetentionSettings(),
     )

@@ -94,8 +94,10 @@ class TaskStore(Protocol):
         after: Cursor | None,
         tenant: str | None = None,
         priority: Priority | None = None,
+        omit: frozenset[str] = frozenset(),
     ) -> builtins.list[TaskRecord]:
-        """Newest first; ``tenant`` None means every tenant (internal callers only, never the API)."""
+        """Newest first; ``tenant`` None means every tenant (internal callers only, never the API).
+        ``omit``: large columns (``reads.OMITTABLE``) left unread; the records hold placeholders there."""
         ...
 
     async def unpublished(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:

@@ -30,6 +30,22 @@ _WATCH = (
 )
 
 
+# The large columns a lean read may leave unread, with what stands in for them: PostgreSQL never reads (nor
+# decompresses) the TOASTed value of a column the query does not name.
+OMITTABLE = {
+    "input": "'\"\"'::jsonb AS input",
+    "result": "NULL::jsonb AS result",
+    "error": "NULL::jsonb AS error",
+    "attempt_log": "'[]'::jsonb AS attempt_log",
+    "dead_letter": "NULL::jsonb AS dead_letter",
+}
+
+
+def columns_without(omit: frozenset[str]) -> str:
+    """``COLUMNS`` with the ``omit``ted ones (keys of ``OMITTABLE``) replaced by placeholders."""
+    return ", ".join(OMITTABLE[c] if c in omit else c for c in (c.strip() for c in COLUMNS.split(",")))
+
+
 class ReadQueries(PoolStore):
     async def get(self, task_id: UUID) -> TaskRecord | None:
         row = await self._fetchrow(f"SELECT {COLUMNS} FROM tasks WHERE id = $1", task_id)
@@ -58,6 +74,7 @@ class ReadQueries(PoolStore):
         after: Cursor | None,
         tenant: str | None = None,
         priority: Priority | None = None,
+        omit: frozenset[str] = frozenset(),
     ) -> builtins.list[TaskRecord]:
         clauses: list[str] = []
         args: list[Any] = []
@@ -79,7 +96,8 @@ class ReadQueries(PoolStore):
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         args.append(limit)
         rows = await self._fetch(
-            f"SELECT {COLUMNS} FROM tasks {where} ORDER BY created_at DESC, id DESC LIMIT ${len(args)}",
+            f"SELECT {columns_without(omit) if omit else COLUMNS} FROM tasks {where}"
+            f" ORDER BY created_at DESC, id DESC LIMIT ${len(args)}",
             *args,
         )
         return [to_record(r) for r in rows]

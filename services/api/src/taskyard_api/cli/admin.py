@@ -1,10 +1,12 @@
-"""``taskyard-admin``: manage the API keys (create, list, revoke) and the tenants' webhook signing secrets
-directly in the database.
+"""``taskyard-admin``: manage the API keys (create, list, revoke), the tenants' webhook signing secrets and
+their retention of finished tasks directly in the database.
 
 A new key is printed once, alone on stdout, so it can be piped into a secret store; it is never logged and
 cannot be shown again (only its hash is stored). ``keys list`` never prints a secret. ``webhooks secret``
 prints a tenant's signing secret alone on stdout (creating it when the tenant has none); ``--rotate``
 replaces it: the broker agents sign with the new one within ``SECRET_CACHE_SECONDS`` (30 s).
+``tenants retention`` shows or sets how many days a tenant's finished tasks are kept (instead of the
+deployment's ``TASKYARD_TASK_RETENTION_DAYS``); the broker agents' next retention round applies it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from taskyard_common.service import describe_invalid_settings, fail_config
 from taskyard_common.settings import DbSettings
 from taskyard_common.store import DEFAULT_TENANT
 from taskyard_common.store.keys import TENANT_PATTERN, ApiKey, KeyStore, Role
+from taskyard_common.store.retention import RetentionStore
 from taskyard_common.store.webhook_secrets import WebhookSecretStore
 
 PROG = "taskyard-admin"
@@ -44,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Connects to TASKYARD_DB_URL (or DATABASE_URL), schema TASKYARD_DB_SCHEMA (default taskyard); "
         "run taskyard-migrate first.",
     )
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{keys,webhooks}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{keys,webhooks,tenants}")
     keys = groups.add_parser("keys", help="create, list and revoke API keys")
     actions = keys.add_subparsers(dest="action", required=True, metavar="{create,list,revoke}")
     create = actions.add_parser(
@@ -76,7 +79,45 @@ def _parser() -> argparse.ArgumentParser:
     secret.add_argument(
         "--rotate", action="store_true", help="replace it with a new secret (the old one stops verifying)"
     )
+    tenants = groups.add_parser("tenants", help="the tenants' own retention of finished tasks")
+    tenant_actions = tenants.add_subparsers(dest="action", required=True, metavar="{retention}")
+    retention = tenant_actions.add_parser(
+        "retention",
+        help="show or set how long a tenant's finished tasks are kept",
+        description="Without --days or --clear: print the tenants with their own retention (tenant<TAB>days). "
+        "--days N: keep the tenant's finished tasks N days; --clear: back to TASKYARD_TASK_RETENTION_DAYS.",
+    )
+    retention.add_argument("--tenant", type=_tenant, help="the tenant to set (or the only one to show)")
+    change = retention.add_mutually_exclusive_group()
+    change.add_argument("--days", type=_days, help="days to keep its finished tasks (1 to 36500)")
+    change.add_argument("--clear", action="store_true", help="use the deployment's default again")
     return parser
+
+
+def _days(text: str) -> int:
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if not 1 <= days <= 36500:
+        raise argparse.ArgumentTypeError(f"not a number of days from 1 to 36500: {text!r}")
+    return days
+
+
+async def _retention(args: argparse.Namespace, retention: RetentionStore) -> int:
+    if args.days is None and not args.clear:
+        print("tenant\tdays")
+        for tenant, days in sorted((await retention.retention_overrides()).items()):
+            if args.tenant is None or tenant == args.tenant:
+                print(f"{tenant}\t{days}")
+        return 0
+    if args.tenant is None:
+        print(f"{PROG}: --tenant is needed with --days or --clear", file=sys.stderr)
+        return 2
+    await retention.set_retention(args.tenant, None if args.clear else args.days)
+    what = "the default" if args.clear else f"{args.days} day(s)"
+    print(f"tenant {args.tenant} keeps its finished tasks {what}", file=sys.stderr)
+    return 0
 
 
 def _row(key: ApiKey) -> str:
@@ -89,6 +130,10 @@ def _row(key: ApiKey) -> str:
 async def _run(args: argparse.Namespace, settings: DbSettings) -> int:
     store = await KeyStore.open(settings)
     try:
+        if args.group == "tenants":
+            return await _retention(
+                args, RetentionStore(store.pool, acquire_timeout=settings.command_timeout_seconds)
+            )
         if args.group == "webhooks":
             secrets = WebhookSecretStore(store.pool, acquire_timeout=settings.command_timeout_seconds)
             print(await (secrets.rotate(args.tenant) if args.rotate else secrets.secret(args.tenant)))

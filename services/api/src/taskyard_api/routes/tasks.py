@@ -14,8 +14,15 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from taskyard_api.cancelling import tell_workers
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep, WatcherDep
-from taskyard_api.http.cursor import encode_cursor
 from taskyard_api.http.etag import ETAG_HEADER, IfNoneMatchHeader, client_has_current, task_etag
+from taskyard_api.http.fields import (
+    LINK_FIELDS,
+    FieldsQuery,
+    document_json,
+    omitted_columns,
+    parse_fields,
+    task_page,
+)
 from taskyard_api.http.params import (
     CursorQuery,
     LimitQuery,
@@ -116,7 +123,12 @@ async def submit_task(
     )
 
 
-@router.get("", summary="List tasks, newest first", responses=problem_responses(422, 503))
+@router.get(
+    "",
+    summary="List tasks, newest first",
+    response_model=TaskPage,
+    responses=problem_responses(422, 503),
+)
 async def list_tasks(
     store: StoreDep,
     settings: SettingsDep,
@@ -128,8 +140,10 @@ async def list_tasks(
     priority: Annotated[Priority | None, Query(description="Only tasks of this priority")] = None,
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
-) -> TaskPage:
-    size, after = page_size(limit, settings), page_after(cursor)
+    fields: FieldsQuery = None,
+) -> Response:
+    """Pages stop at ``limit`` items or at the API's byte bound, whichever comes first (``truncated``)."""
+    size, after, wanted = page_size(limit, settings), page_after(cursor), parse_fields(fields)
     # One extra row tells whether another page exists, so the last page carries no cursor.
     records = await store.list(
         status=status,
@@ -138,10 +152,10 @@ async def list_tasks(
         limit=size + 1,
         after=after,
         tenant=principal.tenant,
+        omit=omitted_columns(wanted),
     )
-    page, more = records[:size], len(records) > size
-    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
-    return TaskPage(items=[TaskDocument.from_record(r) for r in page], next_cursor=next_cursor)
+    page = task_page(records, size=size, fields=wanted, max_bytes=settings.api.max_page_bytes)
+    return Response(page, media_type="application/json")
 
 
 @router.get(
@@ -165,9 +179,12 @@ async def get_task(
     principal: Reader,
     wait: WaitQuery = None,
     if_none_match: IfNoneMatchHeader = None,
+    fields: FieldsQuery = None,
 ) -> Any:
     """With ``wait``, answer as soon as the task changes, at the latest after ``wait`` seconds: changes from
-    the version ``If-None-Match`` names (a different one answers at once), else from the current one."""
+    the version ``If-None-Match`` names (a different one answers at once), else from the current one. With
+    ``fields``, only those fields (and ``id``); the links are read only when asked for."""
+    wanted = parse_fields(fields)
     record = await owned_task(store, task_id, principal)
     etag = task_etag(record)
     if wait is not None and (if_none_match is None or client_has_current(if_none_match, etag)):
@@ -178,7 +195,12 @@ async def get_task(
     if client_has_current(if_none_match, etag):
         return Response(status_code=304, headers={"ETag": etag})
     response.headers["ETag"] = etag
-    return await task_document(store, record)
+    if wanted is None:
+        return await task_document(store, record)
+    document = (
+        await task_document(store, record) if wanted & LINK_FIELDS else TaskDocument.from_record(record)
+    )
+    return Response(document_json(document, wanted), media_type="application/json", headers={"ETag": etag})
 
 
 @router.get(
