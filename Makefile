@@ -9,6 +9,10 @@ TEST_ENV = set -a; [ -f $(LOCAL_ENV) ] && source $(LOCAL_ENV); set +a; \
 	export AMQP_URL="$${AMQP_URL:-$${TASKYARD_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/}}"; \
 	export DATABASE_URL="$${DATABASE_URL:-$$TASKYARD_DB_URL}";
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist, one test file per process at a time): the suites spend most of their time
+# waiting on real processes, the broker and the database, so two share two cores well. Every test has its own
+# queue prefix and schema; TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 
 .PHONY: help up test test-fast test-deploy tools manifests lint format check-packages bootstrap bootstrap-test bench \
 	local-model test-local-model
@@ -50,7 +54,7 @@ test-local-model: bootstrap local-model
 
 test: bootstrap-test tools
 	uv sync --locked
-	$(TEST_ENV) uv run --locked pytest $(PYTEST_ARGS)
+	$(TEST_ENV) uv run --locked pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # helm and promtool into the git-ignored .taskyard/tools/ (the deploy tests look there).
 tools:
