@@ -90,6 +90,7 @@ async def test_a_request_of_two_jobs_becomes_a_group_of_two_parts_and_a_combine_
     assert group is not None
     assert (group.status, group.total, group.reduce_task_id) == ("running", 2, task.id)
     assert group.counts == {"queued": 2} and group.metadata == {"team": "a"}
+    assert group.reduce == {"specialist": "general"}  # as the API reads a reduce request
     # Each part is a child of the group that reads the whole request and is told its job.
     for part in PARTS:
         child = await store.get(works[part["specialist"]].task_id)

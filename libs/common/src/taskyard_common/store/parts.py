@@ -78,7 +78,8 @@ class PartsQueries(GroupSettling):
             if row is None:
                 return None
             task = to_record(row)
-            reduce: dict[str, Any] = {"specialist": decision.specialist, "multi_route": True}
+            # As a group's reduce request reads (the API shows it): the combining specialist.
+            reduce: dict[str, Any] = {"specialist": decision.specialist}
             await conn.execute(
                 _INSERT_GROUP,
                 group_id,
