@@ -39,9 +39,10 @@ COMBINE_INSTRUCTIONS = (
     "into one answer."
 )
 GROUP_COLUMNS = "id, tenant, status, total, reduce, reduce_task_id, metadata, cancel_requested_at, created_at, finished_at"
+# Whether any child is not finished (the partial index of migration 0015 answers it from the open ones).
 _OPEN_CHILDREN = (
-    "SELECT count(*) FROM tasks WHERE group_id = $1 AND group_role = 'child'"
-    f" AND status IN {sql_in(NON_TERMINAL)}"
+    "SELECT EXISTS (SELECT 1 FROM tasks WHERE group_id = $1 AND group_role = 'child'"
+    f" AND status IN {sql_in(NON_TERMINAL)})"
 )
 _FINISH = "UPDATE task_groups SET status = $2, finished_at = clock_timestamp() WHERE id = $1"
 # The same for a group whose reduce step ended, with the time from its last child's end (the fan-in latency).
@@ -143,6 +144,12 @@ class GroupSettling(PoolStore):
         return [row["id"] for row in await self._fetch(_UNSETTLED, limit)]
 
     async def _settle(self, group_id: UUID) -> tuple[str | None, TaskRecord | None]:
+        # Most children's ends leave siblings running: answered without the group's lock, so they do not
+        # queue behind each other. Safe: this runs after the child's end committed, so the end of the last
+        # child, whichever it is, finds none open here (and the locked check below decides).
+        row = await self._fetchrow(_OPEN_CHILDREN, group_id)
+        if row is not None and row[0]:
+            return "running", None  # a group with children not finished is running
         async with self._transaction() as conn:
             group = await conn.fetchrow(
                 f"SELECT {GROUP_COLUMNS} FROM task_groups WHERE id = $1 FOR UPDATE", group_id
