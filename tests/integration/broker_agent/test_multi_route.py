@@ -160,3 +160,28 @@ async def test_with_multi_route_off_the_same_answer_routes_to_one_specialist(
     task = await store.get(message.task_id)
     assert task is not None and task.status is TaskStatus.QUEUED and task.group_id is None
     assert await bus.depth(bus.topology.specialist_queue("researcher")) == 0
+
+
+async def test_a_settlement_a_crash_skipped_is_found_and_queues_the_combine_step(
+    run_multi, bus, new_task, store: PostgresTaskStore
+):
+    message = await new_task(
+        "Summarize this report in five bullet points. Also find sources on Raft consensus."
+    )
+    async with run_multi():
+        await bus.send(message)
+        await bus.wait_work("summarizer")
+        await bus.wait_work("researcher")
+    task = await store.get(message.task_id)
+    assert task is not None and task.group_id is not None
+    # The parts ended, and the process that ended the last one died before settling the group.
+    await store.pool.execute(
+        "UPDATE tasks SET status = 'failed', finished_at = clock_timestamp() WHERE group_id = $1"
+        " AND group_role = 'child'",
+        task.group_id,
+    )
+    assert task.group_id in await store.unsettled_groups()
+    await store.settle_groups(await store.unsettled_groups())
+    combine = await store.get(task.id)
+    assert combine is not None and combine.status is TaskStatus.QUEUED
+    assert task.group_id not in await store.unsettled_groups()
