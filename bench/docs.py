@@ -6,7 +6,7 @@ import datetime
 import os
 from collections.abc import Sequence
 
-from bench.findings import DURABILITY_FINDINGS, PIPELINE_FINDINGS, SUBMIT_FINDINGS
+from bench.findings import DURABILITY_FINDINGS, PIPELINE_FINDINGS, SUBMIT_FINDINGS, WORKFLOW_FINDINGS
 from bench.infra import ROOT
 from bench.machine import cpu_model, memory_gib, package_versions, source_revision
 from bench.report import Row, evaluate, results_table, targets_table
@@ -54,6 +54,13 @@ METHOD = """\
   them all and none ended). Then the API restarts
   with authentication and the per-tenant rate limit on (a submitter key; a limit far above the load, so a
   token is taken on every request and none is refused): 32 closed-loop clients and the sustainable rate.
+- **Group** (`group`): the no-op scenario's cluster (one API, broker agent, worker at concurrency 100, the dev
+  LLM). First N = 1,000 single tasks with an explicit specialist, POSTed by 32 closed-loop clients of the
+  lean generator, timed from the first POST to the last `finished_at`; then one `POST /v1/task-groups` of
+  the same N inputs and a reduce step (same specialist), timed from that POST to the group's `finished_at`
+  (its reduce task ended). p50/p99 are the tasks' `created_at` to `finished_at`. The group row's notes give
+  its wall time as a ratio of the singles', how long the `202` took (every child stored and announced), and
+  the reduce latency: the last child's `finished_at` to the group's.
 """
 
 
@@ -122,5 +129,6 @@ def render(
         PIPELINE_FINDINGS,
         SUBMIT_FINDINGS,
         DURABILITY_FINDINGS,
+        WORKFLOW_FINDINGS,
     ]
     return "\n".join(lines)

@@ -76,6 +76,12 @@ class Catalog(BaseModel):
     # Where the rules router sends a request that matches no specialist.
     fallback: SpecialistName
     specialists: tuple[SpecialistSpec, ...] = Field(min_length=1)
+    # Let the router split a request that holds distinct jobs into parts for several specialists: the task
+    # then waits while its parts run as a group, and combines their outcomes (docs/routing.md). Off: every
+    # request goes to one specialist.
+    multi_route: bool = False
+    # Who combines the parts of a multi-routed task (None: the fallback specialist).
+    combine_specialist: SpecialistName | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Catalog:
@@ -85,7 +91,16 @@ class Catalog(BaseModel):
             raise ValueError(f"duplicate specialist names: {duplicates}")
         if self.fallback not in names:
             raise ValueError(f"fallback {self.fallback!r} is not a specialist in the catalog")
+        if self.combine_specialist is not None and self.combine_specialist not in names:
+            raise ValueError(
+                f"combine_specialist {self.combine_specialist!r} is not a specialist in the catalog"
+            )
         return self
+
+    @property
+    def combiner(self) -> str:
+        """The specialist that combines a multi-routed task's parts."""
+        return self.combine_specialist or self.fallback
 
     @property
     def names(self) -> list[str]:

@@ -152,6 +152,32 @@ LLM_STEP_RETRIES = Counter(
 TASKS_DELEGATED = Counter(
     "taskyard_tasks_delegated_total", "Child tasks a worker's agents delegated work to", ["specialist"]
 )
+ROUTING_PARTS = Histogram(
+    "taskyard_routing_parts",
+    "Parts a multi-routed request was split into (catalog multi_route), by the method that decided",
+    ["method"],
+    buckets=(2, 3, 4, 5),
+)
+# Workflows: gauges the broker agent samples from the task store (the truth: any process may start or end
+# them), and the fan-in latency observed by whichever process settles a group.
+WORKFLOWS_IN_PROGRESS = Gauge(
+    "taskyard_workflows_in_progress",
+    "Workflows not finished: group (task groups running, multi-routed tasks' groups included), chain (chains "
+    "with a step not finished)",
+    ["kind"],
+)
+WAITING_PARENTS = Gauge(
+    "taskyard_waiting_parents",
+    "Tasks in status waiting, holding no worker slot: delegation (for the tasks they delegated to), "
+    "multi_route (for the parts of their request)",
+    ["kind"],
+)
+GROUP_REDUCE_LATENCY = Histogram(
+    "taskyard_group_reduce_latency_seconds",
+    "From the last child of a group ending to the group ending (its reduce or combine step created, queued "
+    "and run); groups without a reduce step are not counted",
+    buckets=_TASK_BUCKETS,
+)
 TASK_EVENTS = Counter(
     "taskyard_task_events_total",
     "Events this process appended to task event logs (transitions, LLM and tool calls, streamed tokens)",
@@ -222,6 +248,8 @@ DEAD_LETTER_REASONS = ("delivery_limit", "rejected", "expired", "maxlen", "unkno
 LEASE_OUTCOMES = ("requeued", "dead_lettered")
 WEBHOOK_OUTCOMES = ("delivered", "failed_attempt", "refused", "gave_up")
 SCHEDULE_SKIP_REASONS = ("overlap", "missed", "existing", "failed")
+WORKFLOW_KINDS = ("group", "chain")
+WAITING_KINDS = ("delegation", "multi_route")
 
 LLM_OUTCOMES = ("ok", "rate_limited", "server_error", "client_error", "timeout", "connection_error", "error")
 
@@ -289,6 +317,12 @@ def init_broker_labels(specialists: Iterable[str]) -> None:
         WEBHOOK_DELIVERIES.labels(outcome)
     for reason in SCHEDULE_SKIP_REASONS:
         SCHEDULE_OCCURRENCES_SKIPPED.labels(reason)
+    for method in ROUTING_METHODS:
+        ROUTING_PARTS.labels(method)
+    for kind in WORKFLOW_KINDS:
+        WORKFLOWS_IN_PROGRESS.labels(kind)
+    for kind in WAITING_KINDS:
+        WAITING_PARENTS.labels(kind)
 
 
 def count_dead_lettered(specialist: str | None, known: Collection[str]) -> None:

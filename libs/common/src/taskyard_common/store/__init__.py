@@ -13,6 +13,7 @@ from taskyard_common.store.records import (
     Step,
     TaskRecord,
     WaitingAges,
+    WorkflowCounts,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "TaskRecord",
     "TaskStore",
     "WaitingAges",
+    "WorkflowCounts",
 ]

@@ -27,6 +27,7 @@ from taskyard_common.store.records import (
     Step,
     TaskRecord,
     WaitingAges,
+    WorkflowCounts,
 )
 from taskyard_common.task_errors import TaskError
 
@@ -115,6 +116,10 @@ class TaskStore(Protocol):
 
     async def expired_leases(self, limit: int) -> builtins.list[TaskRecord]:
         """Running tasks whose message was settled early and whose lease has run out (the reaper's)."""
+        ...
+
+    async def workflow_counts(self) -> WorkflowCounts:
+        """Groups and chains in progress, and the waiting parents by what they wait for."""
         ...
 
     async def oldest_waiting(self) -> WaitingAges:
@@ -322,6 +327,19 @@ class TaskStore(Protocol):
     ) -> builtins.list[dict[str, Any]]: ...
 
     async def cancel_group(self, group_id: UUID) -> builtins.list[UUID]: ...
+
+    async def route_parts(
+        self,
+        task_id: UUID,
+        decision: RoutingDecision,
+        group_id: UUID,
+        parts: Sequence[NewTask],
+        deadline: datetime | None = None,
+    ) -> builtins.list[TaskRecord] | None:
+        """A multi-routed task: pending → waiting with ``decision``, as the reduce (combine) step of group
+        ``group_id``, created with its children ``parts`` in one transaction. None when it did not apply (as
+        ``route``); else the children (announce them)."""
+        ...
 
     async def settle_group(self, group_id: UUID) -> str | None:
         """Create the group's reduce task once its children are done (once), or finish the group."""

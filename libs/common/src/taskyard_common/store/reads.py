@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from taskyard_common.lifecycle import ROUTABLE, WAITING, TaskStatus, sql_in
+from taskyard_common.lifecycle import NON_TERMINAL, ROUTABLE, WAITING, TaskStatus, sql_in
 from taskyard_common.messages import Priority
 from taskyard_common.store._pg import COLUMNS, PoolStore, to_record
-from taskyard_common.store.records import Cursor, TaskRecord, WaitingAges
+from taskyard_common.store.records import Cursor, TaskRecord, WaitingAges, WorkflowCounts
 
 # Mark the tasks watched (when less than half the time is left), then read their versions.
 # A renewed row's version comes from the UPDATE itself, never from the statement's snapshot: a transition
@@ -151,3 +151,16 @@ class ReadQueries(PoolStore):
             else:
                 queued[row["queue"]] = age
         return WaitingAges(pending, queued)
+
+    async def workflow_counts(self) -> WorkflowCounts:
+        # The running groups' partial index and the status index keep this to the unfinished rows.
+        row = await self._fetchrow(
+            "SELECT (SELECT count(*) FROM task_groups WHERE status = 'running')::int AS groups,"
+            " (SELECT count(DISTINCT chain_root_id) FROM tasks"
+            f" WHERE status IN {sql_in(NON_TERMINAL)} AND chain_root_id IS NOT NULL)::int AS chains,"
+            " count(*) FILTER (WHERE group_role IS DISTINCT FROM 'reduce')::int AS delegation,"
+            " count(*) FILTER (WHERE group_role = 'reduce')::int AS parts"
+            " FROM tasks WHERE status = 'waiting'"
+        )
+        assert row is not None  # an aggregate always returns its row
+        return WorkflowCounts(row["groups"], row["chains"], row["delegation"], row["parts"])

@@ -165,6 +165,19 @@ class WaitingAges:
     queued_seconds: dict[str, float]
 
 
+@dataclass(frozen=True)
+class WorkflowCounts:
+    """Workflows in progress, by the database: what the workflow gauges show."""
+
+    # Task groups still running (multi-routed tasks' groups included).
+    groups: int
+    # Chains with a step not finished.
+    chains: int
+    # Tasks waiting for the tasks they delegated to, and multi-routed tasks waiting for their parts.
+    waiting_delegation: int
+    waiting_parts: int
+
+
 # A page position: the (created_at, id) of the last task seen, newest first.
 Cursor = tuple[datetime, UUID]
 

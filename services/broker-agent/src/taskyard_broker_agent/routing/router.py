@@ -25,11 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taskyard_broker_agent.routing.cache import DecisionCache
 from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
+from taskyard_broker_agent.routing.parts import merge_parts
 from taskyard_broker_agent.routing.prompt import ROUTE_TOOL_NAME, RoutingPrompt
 from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
+from taskyard_common.messages import MAX_ROUTED_PARTS, RoutedPart, RoutingDecision, RoutingMethod, TaskInput
 from taskyard_common.settings import LlmSettings
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,13 @@ class InvalidAnswer(ValueError):
     """The LLM answered, but not a usable routing decision."""
 
 
+class PartAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    specialist: str
+    job: str
+
+
 class RouteAnswer(BaseModel):
     """The ``route_task`` arguments as the model sent them; catalog membership is checked separately."""
 
@@ -56,6 +64,19 @@ class RouteAnswer(BaseModel):
     specialist: str
     reason: str
     confidence: float = Field(ge=0.0, le=1.0)
+    # Only with multi_route (the tool offers it then); a model may send it empty.
+    parts: list[PartAnswer] = Field(default_factory=list)
+
+
+def _parts(answer: RouteAnswer, specialists: tuple[str, ...]) -> tuple[RoutedPart, ...]:
+    if len(answer.parts) > MAX_ROUTED_PARTS:
+        raise InvalidAnswer(
+            f"the model split the request into {len(answer.parts)} parts (at most {MAX_ROUTED_PARTS})"
+        )
+    for part in answer.parts:
+        if part.specialist not in specialists:
+            raise InvalidAnswer(f"a part names {part.specialist[:64]!r}, which is not in the catalog")
+    return merge_parts([(p.specialist, p.job) for p in answer.parts])
 
 
 def parse_answer(
@@ -79,12 +100,14 @@ def parse_answer(
         raise InvalidAnswer(f"the model chose {answer.specialist[:64]!r}, which is not in the catalog")
     if answer.confidence < min_confidence:
         raise InvalidAnswer(f"confidence {answer.confidence:.2f} is below the minimum {min_confidence:.2f}")
+    parts = _parts(answer, specialists)
     reason = " ".join(answer.reason.split()) or _NO_REASON
     return RoutingDecision(
         method=RoutingMethod.LLM,
         specialist=answer.specialist,
         reason=reason[:_REASON_MAX],
         confidence=answer.confidence,
+        parts=parts,
     )
 
 
@@ -160,11 +183,18 @@ class Router:
         if self._client is not None:
             await self._client.close()
 
-    async def route(self, task_input: TaskInput) -> RoutingDecision:
+    async def route(self, task_input: TaskInput, *, multi: bool = False) -> RoutingDecision:
+        """The decision for ``task_input``. ``multi``: it may name several specialists (``parts``), when
+        the catalog allows it (``multi_route``) and the request holds distinct jobs; otherwise a decision
+        never has parts."""
         started = time.perf_counter()
         decision = await self._route(task_input)
-        latency = round((time.perf_counter() - started) * 1000, 3)
-        return decision.model_copy(update={"latency_ms": latency})
+        update: dict[str, object] = {"latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+        if decision.parts and not multi:
+            # Its ``specialist`` is the main job's: the single route (the cache keeps the parts for the
+            # requests that may have them).
+            update["parts"] = ()
+        return decision.model_copy(update=update)
 
     async def _route(self, task_input: TaskInput) -> RoutingDecision:
         inspection = self._guard.inspect(task_input)
@@ -207,19 +237,20 @@ class Router:
                 self._fallback(request, INVALID_ANSWER, str(exc), calls=1, tokens=tokens), inspection
             )
         decision = decision.model_copy(update={"llm_calls": 1, "tokens": tokens})
-        if inspection.fired and decision.specialist in inspection.targets:
+        if inspection.fired and _named(decision) & inspection.targets:
             decision = self._second_opinion(request, decision)
         self._cache.put(request, decision)
         return self._guarded(decision, inspection)
 
     def _second_opinion(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
-        """The LLM chose what a directive asked for: it stands only if the rules agree on the cleaned request.
+        """The LLM chose what a directive asked for (as the specialist or for a part): it stands only if the
+        rules agree on the cleaned request (the same specialist, and every part's specialist among theirs).
 
         Agreement with the directive is no evidence (the model may have read what the guard missed); the
         rules router cannot be talked to, so its decision breaks the tie.
         """
         rules = self._rules.route(request)
-        if rules.specialist == answer.specialist:
+        if rules.specialist == answer.specialist and _named(answer) <= _named(rules) | {answer.specialist}:
             return answer
         metrics.ROUTING_GUARD.labels("overruled").inc()
         metrics.ROUTING_FALLBACKS.labels(GUARD).inc()
@@ -254,6 +285,11 @@ class Router:
         log.warning("LLM routing fell back to the rules router (%s): %s", reason, cause)
         note = f"{decision.reason} (rules fallback, {reason}: {cause})"
         return decision.model_copy(update={"reason": note[:_REASON_MAX]})
+
+
+def _named(decision: RoutingDecision) -> set[str]:
+    """Every specialist a decision sends work to: its own and its parts'."""
+    return {decision.specialist, *(p.specialist for p in decision.parts)}
 
 
 def _count_tokens(response: ChatCompletion) -> int:
