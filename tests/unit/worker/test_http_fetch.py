@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
+import tracemalloc
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
@@ -86,7 +89,22 @@ async def _stall(writer: asyncio.StreamWriter) -> None:
     await asyncio.Event().wait()  # never sends the rest
 
 
+# 20 MB of zeros compress to about 20 KB: one raw chunk that httpx would inflate all at once.
+_BOMB = gzip.compress(bytes(20_000_000), compresslevel=9)
+
+
 ROUTES: dict[str, Writer] = {
+    "/bomb": _response("200 OK", "text/plain", _BOMB, "Content-Encoding: gzip\r\n"),
+    "/gzip": _response(
+        "200 OK", "text/plain", gzip.compress(b"small and gzipped"), "Content-Encoding: gzip\r\n"
+    ),
+    "/deflate": _response(
+        "200 OK", "text/plain", zlib.compress(b"zlib deflate"), "Content-Encoding: deflate\r\n"
+    ),
+    "/raw-deflate": _response(
+        "200 OK", "text/plain", zlib.compress(b"raw deflate", wbits=-15), "Content-Encoding: deflate\r\n"
+    ),
+    "/brotli": _response("200 OK", "text/plain", b"???", "Content-Encoding: br\r\n"),
     "/hello": _response("200 OK", "text/plain; charset=utf-8", "héllo from the test server".encode()),
     "/json": _response("200 OK", "application/json", b'{"answer": 42}'),
     "/missing": _response("404 Not Found", "text/plain", b"no such page"),
@@ -201,3 +219,24 @@ async def test_connection_errors_are_tool_errors(fetch: HttpFetch) -> None:
     # Port 9 (discard) is closed on the loopback interface of a test machine.
     with pytest.raises(ToolError, match="failed"):
         await fetch.run({"url": "http://127.0.0.1:9/"})
+
+
+async def test_decodes_gzip_and_deflate(server: str, fetch: HttpFetch) -> None:
+    assert (await fetch.run({"url": f"{server}/gzip"})).endswith("\n\nsmall and gzipped")
+    assert (await fetch.run({"url": f"{server}/deflate"})).endswith("\n\nzlib deflate")
+    assert (await fetch.run({"url": f"{server}/raw-deflate"})).endswith("\n\nraw deflate")
+    with pytest.raises(ToolError, match="unsupported content-encoding 'br'"):
+        await fetch.run({"url": f"{server}/brotli"})
+
+
+async def test_a_gzip_bomb_is_capped_while_inflating(server: str, fetch: HttpFetch) -> None:
+    """The cap holds during decompression: the fetch never holds the 20 MB the bomb inflates to (httpx's
+    own decoder inflates a whole raw chunk at once), only about the cap plus one raw chunk."""
+    tracemalloc.start()
+    try:
+        text = await fetch.run({"url": f"{server}/bomb"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert text.split("\n\n", 1)[1] == "\0" * 10_000 + "\n[truncated after 10000 bytes]"
+    assert peak < 2_000_000

@@ -39,6 +39,9 @@ class WorkerSettings(BaseSettings):
     shutdown_grace_seconds: float = Field(default=30.0, ge=0)
     # Every tool result is cut to this many characters before it reaches the model's context.
     max_tool_output_chars: int = Field(default=8000, ge=100)
+    # The tool calls of one reply run concurrently; past this many, the rest are answered with an error (the
+    # model may call them again), so one step holds at most this many results (e.g. http_fetch bodies).
+    max_tool_calls_per_reply: int = Field(default=8, ge=1, le=128)
     # Delegation (the ``delegate`` tool): how deep a tree of delegated tasks may grow, and how many tasks
     # one task may delegate over its life.
     max_delegation_depth: int = Field(default=3, ge=0, le=20)
