@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from taskyard_api.cancelling import tell_workers
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep, WatcherDep
+from taskyard_api.http.byte_pages import bounded_page
 from taskyard_api.http.cursor import encode_cursor
 from taskyard_api.http.etag import ETAG_HEADER, IfNoneMatchHeader, client_has_current, task_etag
 from taskyard_api.http.params import (
@@ -43,6 +44,8 @@ from taskyard_api.watching.long_poll import WaitQuery, wait_for_change
 from taskyard_api.workflows.links import new_task_document, task_document
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Priority
+from taskyard_common.store import TaskRecord
+from taskyard_common.store.records import Cursor
 
 log = logging.getLogger(__name__)
 
@@ -130,18 +133,29 @@ async def list_tasks(
     cursor: CursorQuery = None,
 ) -> TaskPage:
     size, after = page_size(limit, settings), page_after(cursor)
-    # One extra row tells whether another page exists, so the last page carries no cursor.
-    records = await store.list(
-        status=status,
-        specialist=specialist,
-        priority=priority,
-        limit=size + 1,
+
+    async def fetch(rows: int, position: Cursor | None) -> list[TaskRecord]:
+        return await store.list(
+            status=status,
+            specialist=specialist,
+            priority=priority,
+            limit=rows,
+            after=position,
+            tenant=principal.tenant,
+        )
+
+    # Bounded in bytes too (TASKYARD_API_LIST_MAX_BYTES): a page of large tasks ends early, with a cursor.
+    page = await bounded_page(
+        fetch,
+        TaskDocument.from_record,
+        lambda r: (r.created_at, r.id),
+        size=size,
         after=after,
-        tenant=principal.tenant,
+        max_bytes=settings.api.list_max_bytes,
     )
-    page, more = records[:size], len(records) > size
-    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
-    return TaskPage(items=[TaskDocument.from_record(r) for r in page], next_cursor=next_cursor)
+    last = page.last
+    next_cursor = encode_cursor(last.created_at, last.id) if page.more and last is not None else None
+    return TaskPage(items=page.items, next_cursor=next_cursor)
 
 
 @router.get(
