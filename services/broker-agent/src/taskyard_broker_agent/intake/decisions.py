@@ -37,7 +37,9 @@ EXPLICIT_REASON = "requested by the client"
 
 @dataclass(frozen=True)
 class Route:
-    """Pending: ask the router, record its decision, publish."""
+    """Pending: ask the router (for ``tenant``: its decision cache is per tenant), record, publish."""
+
+    tenant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,7 @@ def decide_intake(
             return Delay(hop_tier(0), as_utc(not_before))
         return Expire()
     if message.requested_specialist is None:
-        return Route()
+        return Route(task.tenant)
     explicit = explicit_decision(message, catalog)
     if explicit is None:
         return FailUnknownSpecialist(message.requested_specialist)

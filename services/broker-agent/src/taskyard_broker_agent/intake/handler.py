@@ -100,9 +100,9 @@ class IntakeHandler:
     async def _carry_out(self, message: IntakeMessage, action: IntakeAction) -> None:
         task_id = message.task_id
         match action:
-            case Route():
+            case Route(tenant):
                 started = time.perf_counter()
-                decision = await self._router.route(message.input)
+                decision = await self._router.route(message.input, tenant)
                 # Labelled by the method that decided: an LLM answer that fell back to the rules counts as
                 # rules.
                 metrics.ROUTING_DURATION.labels(decision.method.value).observe(time.perf_counter() - started)
