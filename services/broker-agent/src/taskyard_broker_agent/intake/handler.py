@@ -42,7 +42,7 @@ from taskyard_common import metrics
 from taskyard_common.announce import publish_then_mark
 from taskyard_common.errors import PermanentError, TaskyardError
 from taskyard_common.lifecycle import ROUTING_UNFINISHED
-from taskyard_common.messages import IntakeMessage, RoutingDecision, Usage, WorkMessage
+from taskyard_common.messages import IntakeMessage, RoutingDecision, WorkMessage
 from taskyard_common.retry import backoff_seconds, publish_delayed
 from taskyard_common.store import RoutedTask
 from taskyard_common.task_errors import TaskErrorType, task_error
@@ -133,7 +133,7 @@ class IntakeHandler:
                     TaskErrorType.UNKNOWN_SPECIALIST,
                     f"specialist {specialist!r} is not in the broker agent's catalog",
                 )
-                await self._store.fail(task_id, error, Usage())
+                await self._store.fail_unstarted(task_id, error)
                 log.warning("failed task %s: requested specialist %s not in the catalog", task_id, specialist)
             case DropUnknown():
                 log.warning("dropping intake message for unknown task %s (discarded by the API)", task_id)
@@ -228,7 +228,8 @@ class IntakeHandler:
             f"routing failed {message.attempt} times; last error: {detail}",
             attempts=message.attempt,
         )
-        if await self._store.fail(message.task_id, error, Usage()):
+        # Conditional in the statement: a worker that started the task since the read above keeps it.
+        if await self._store.fail_unstarted(message.task_id, error):
             log.error(
                 "failed task %s: routing failed %d times (%s)", message.task_id, message.attempt, detail
             )
