@@ -188,6 +188,28 @@ async def test_llm_errors_are_classified(
         await agent(client, model, tools, llm_retries=0).run("hello")
 
 
+async def test_a_providers_refusal_text_never_reaches_the_task_error(
+    client: openai.AsyncOpenAI,
+    tools: ToolRegistry,
+    devllm: DevLlm,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An OpenAI 401 names the worker's (masked) key: the task's error, which the tenant reads, says what
+    the status means in words of ours; the provider's text goes to the log only, with the key taken out."""
+    model = devllm.new_model()
+    leaked = "Incorrect API key provided: sk-proj-Ab12****************************wXyZ. You can find your key"
+    await devllm.script(model, [{"status": 401, "error_message": leaked}])
+    with pytest.raises(LlmRejected) as raised:
+        await agent(client, model, tools, llm_retries=0).run("hello")
+    message = str(raised.value)
+    assert message == (
+        "LLM answered HTTP 401: the provider refused the worker's credentials: an operator must fix the LLM "
+        "settings"
+    )
+    assert "sk-proj" not in caplog.text and "Ab12" not in caplog.text
+    assert "Incorrect API key provided: [redacted]" in caplog.text
+
+
 async def test_provider_blips_are_absorbed_inside_the_step(
     client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
 ) -> None:
