@@ -23,6 +23,7 @@ from taskyard_api.deps import ResourcesDep
 from taskyard_api.http.problems import FORBIDDEN, READ_RATE_LIMITED, UNAUTHORIZED, ProblemException
 from taskyard_api.resources import Resources
 from taskyard_api.submission.rate_limit import rate_limit_headers
+from taskyard_api.tenancy.body_auth import CHALLENGE, INVALID, INVALID_KEY, MISSING_KEY, PRE_AUTHENTICATED
 from taskyard_api.tenancy.read_limit import ReadLimiter
 from taskyard_common.store import DEFAULT_TENANT
 from taskyard_common.store.keys import Role
@@ -49,10 +50,8 @@ READ_ROLES = frozenset({Role.READER, Role.SUBMITTER, Role.ADMIN})
 SUBMIT_ROLES = frozenset({Role.SUBMITTER, Role.ADMIN})
 ADMIN_ROLES = frozenset({Role.ADMIN})
 
-_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 _READ_METHODS = frozenset({"GET", "HEAD"})
 READ_POLICY = "read"
-_INVALID = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
 
 
 def authorize(roles: frozenset[Role]) -> Callable[..., Awaitable[Principal]]:
@@ -61,7 +60,7 @@ def authorize(roles: frozenset[Role]) -> Callable[..., Awaitable[Principal]]:
         resources: ResourcesDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
     ) -> Principal:
-        found = await _authenticate(resources, credentials, roles)
+        found = await _authenticate(resources, credentials, roles, request)
         if request.method in _READ_METHODS:
             limit_reads(resources.reads, found.tenant)
         return found
@@ -73,18 +72,20 @@ async def _authenticate(
     resources: Resources,
     credentials: HTTPAuthorizationCredentials | None,
     roles: frozenset[Role],
+    request: Request,
 ) -> Principal:
     if not resources.settings.api.auth_enabled:
         return Principal(DEFAULT_TENANT, Role.ADMIN, None)
     if credentials is None:
-        raise ProblemException(
-            UNAUTHORIZED("Send an API key: Authorization: Bearer <key>."), headers=_CHALLENGE
-        )
-    key = await resources.keys.authenticate(credentials.credentials)
+        raise ProblemException(UNAUTHORIZED(MISSING_KEY), headers=CHALLENGE)
+    # Looked up already, before the body was read (``body_auth``): the same key is not looked up twice.
+    earlier = getattr(request.state, PRE_AUTHENTICATED, None)
+    if earlier is not None and earlier[0] == credentials.credentials:
+        key = earlier[1]
+    else:
+        key = await resources.keys.authenticate(credentials.credentials)
     if key is None:
-        raise ProblemException(
-            UNAUTHORIZED("The API key is not valid (unknown, malformed or revoked)."), headers=_INVALID
-        )
+        raise ProblemException(UNAUTHORIZED(INVALID_KEY), headers=INVALID)
     if key.role not in roles:
         allowed = ", ".join(sorted(r.value for r in roles))
         raise ProblemException(FORBIDDEN(f"This needs one of the roles: {allowed}; the key is {key.role}."))
