@@ -93,6 +93,30 @@ async def test_every_v1_route_needs_a_valid_key_and_probes_stay_open(
         assert (await api.get(path)).status_code == 200
 
 
+async def test_a_body_is_not_read_before_the_key_is_valid(api: httpx.AsyncClient, keys: KeyStore):
+    """FastAPI parses a JSON body before it checks the key: without a valid one, a request with a body is
+    answered 401 before its body is read, so a malformed or near-limit body costs no parsing."""
+    _, good = await keys.create(tenant="acme", role=Role.SUBMITTER)
+    unknown = "tyk_00000000_" + good.split("_", 2)[2]
+    garbage = b'{"input": "' + b"x" * 900_000  # near the 1 MiB limit, and not even JSON
+    for headers in ({}, {"Authorization": f"Bearer {unknown}"}, {"Authorization": "Bearer not-a-key"}):
+        for path in ("/v1/tasks", "/v1/task-groups", "/v1/schedules"):
+            refused = await api.post(
+                path, content=garbage, headers={**headers, "Content-Type": "application/json"}
+            )
+            assert_problem(refused, 401, "unauthorized")
+            assert refused.headers["www-authenticate"].startswith("Bearer")
+    # With the key, the same body is read and found malformed.
+    malformed = await api.post(
+        "/v1/tasks",
+        content=garbage,
+        headers={"Authorization": f"Bearer {good}", "Content-Type": "application/json"},
+    )
+    assert_problem(malformed, 422, "validation-error")
+    accepted = await api.post("/v1/tasks", json={"input": "x"}, headers={"Authorization": f"Bearer {good}"})
+    assert accepted.status_code == 202, accepted.text
+
+
 async def test_a_revoked_key_is_refused_once_its_cached_look_up_expires(
     make_settings: MakeSettings, keys: KeyStore
 ):

@@ -194,3 +194,20 @@ async def test_declare_specialist_matches_the_whole_topology(connection, amqp_se
     other = AmqpSettings(url=amqp_settings.url, prefix=amqp_settings.prefix, delivery_limit=9)
     with pytest.raises(TopologyMismatch):
         await declare_specialist(await connection.channel(), topology, name, other)
+
+
+async def test_the_dead_letter_queue_keeps_a_letter_through_many_requeues(connection, amqp_settings, catalog):
+    """The dead-letter consumer requeues with ``reject`` while PostgreSQL is down; past any delivery limit
+    a dead letter would be dropped (the queue has no dead-letter exchange). 25 requeues: more than RabbitMQ
+    4.x's default limit of 20, and enough to catch a ``-1`` that 3.x reads as "drop at once"."""
+    topology = Topology(amqp_settings.prefix)
+    declared = await declare(await connection.channel(), topology, catalog.names, amqp_settings)
+    dead_letters = declared.queues[topology.dead_letter_queue]
+    channel = await connection.channel()
+    await channel.default_exchange.publish(aio_pika.Message(b"{}"), routing_key=dead_letters.name)
+    queue = await channel.get_queue(dead_letters.name, ensure=False)
+    for _ in range(25):
+        letter = await _get(queue)
+        await letter.reject(requeue=True)
+    last = await _get(queue)
+    await last.ack()

@@ -131,9 +131,9 @@ def record(**fields) -> TaskRecord:
 def test_only_a_task_of_its_own_may_be_split(catalog: Catalog, multi: Catalog):
     own = record()
     message = IntakeMessage(task_id=own.id, input="x")
-    assert decide_intake(message, own, multi, NOW) == Route(own)
-    assert decide_intake(message, own, catalog, NOW) == Route()
+    assert decide_intake(message, own, multi, NOW) == Route(own.tenant, own)
+    assert decide_intake(message, own, catalog, NOW) == Route(own.tenant)
     # A group's child (a part, a reduce step) or a delegated child: one answer, one specialist.
     for other in (record(group_id=uuid.uuid4(), group_role="child"), record(delegation={"parent_id": "p"})):
         assert not may_split(other, multi)
-        assert decide_intake(message, other, multi, NOW) == Route()
+        assert decide_intake(message, other, multi, NOW) == Route(other.tenant)

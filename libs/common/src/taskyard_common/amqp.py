@@ -54,7 +54,17 @@ def server_version(connection: AbstractRobustConnection) -> tuple[int, ...]:
     transport = connection.transport
     if transport is None:  # not connected (yet): nothing to gate on
         return (0,)
-    raw = transport.connection.server_properties.get("version", "0")
+    return parse_version(transport.connection.server_properties.get("version", "0"))
+
+
+async def channel_server_version(channel: AbstractChannel) -> tuple[int, ...]:
+    """The broker's version as seen through one channel (for code that holds a channel, not a connection)."""
+    underlay = await channel.get_underlay_channel()
+    return parse_version(underlay.connection.server_properties.get("version", "0"))
+
+
+def parse_version(raw: object) -> tuple[int, ...]:
+    """``"3.10.8"`` (or bytes) → ``(3, 10, 8)``; anything without digits counts as 0."""
     text = raw.decode() if isinstance(raw, bytes) else str(raw)
     parts = []
     for piece in text.split("."):

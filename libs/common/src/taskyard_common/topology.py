@@ -15,6 +15,7 @@ import aio_pika
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
 
+from taskyard_common.amqp import channel_server_version
 from taskyard_common.errors import BrokerUnavailable, TopologyMismatch
 from taskyard_common.settings import AmqpSettings
 
@@ -150,9 +151,23 @@ def delay_queue_arguments(topology: Topology, settings: AmqpSettings, tier: int)
     }
 
 
-def dead_letter_queue_arguments() -> dict[str, Any]:
-    # No max length and no dead-lettering of its own: the dead-letter queue is the end of the line.
-    return {"x-queue-type": "quorum"}
+# RabbitMQ 4.0 gave every quorum queue without a delivery limit a default one (20); -1 restores "unlimited".
+UNLIMITED_DELIVERIES_SINCE = (4, 0)
+
+
+def dead_letter_queue_arguments(broker_version: tuple[int, ...]) -> dict[str, Any]:
+    """No max length and no dead-lettering of its own: the dead-letter queue is the end of the line.
+
+    It must never drop a message either: while PostgreSQL is down its consumer requeues with ``reject``,
+    which counts toward a delivery limit, and a message past the limit of a queue without a dead-letter
+    exchange is dropped (its task would stay non-terminal forever). So its limit is unlimited, which has to
+    be spelled per version: RabbitMQ 3.x has no default limit but treats ``-1`` as "drop at the first
+    requeue", while 4.x defaults to 20 and reads ``-1`` as unlimited.
+    """
+    args: dict[str, Any] = {"x-queue-type": "quorum"}
+    if broker_version >= UNLIMITED_DELIVERIES_SINCE:
+        args["x-delivery-limit"] = -1
+    return args
 
 
 @dataclass(frozen=True)
@@ -193,7 +208,9 @@ async def _declare(
         )
         queues: dict[str, AbstractQueue] = {}
         dlq = await channel.declare_queue(
-            topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
+            topology.dead_letter_queue,
+            durable=True,
+            arguments=dead_letter_queue_arguments(await channel_server_version(channel)),
         )
         await dlq.bind(dlx, routing_key="#")
         queues[topology.dead_letter_queue] = dlq

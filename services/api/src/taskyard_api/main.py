@@ -34,6 +34,7 @@ from taskyard_api.routes import (
     webhooks,
 )
 from taskyard_api.settings import ServiceSettings, get_settings
+from taskyard_api.tenancy.body_auth import AuthBeforeBodyMiddleware
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
 SERVICE = "taskyard-api"
@@ -124,6 +125,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     # Added innermost first: metrics see every answer, including 413s and last-resort 500s, and the request
     # id (outermost) is set before anything logs and stamped on every answer.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes)
+    # Outside the body limit and the routes: a request without a valid key is refused before its body is read.
+    app.add_middleware(AuthBeforeBodyMiddleware)
     app.add_middleware(InternalErrorMiddleware)
     app.add_middleware(HttpMetricsMiddleware)
     app.add_middleware(RequestIdMiddleware)

@@ -17,6 +17,7 @@ from taskyard_api.submission.published import PublishedMarker
 from taskyard_api.submission.sweeper import Sweeper
 from taskyard_api.submission.token_batches import BatchedBuckets
 from taskyard_api.tenancy.key_cache import CachedKeys
+from taskyard_api.tenancy.read_limit import ReadLimiter
 from taskyard_api.watching.watcher import Watcher
 from taskyard_api.webhooks.deliveries import WebhookDeliveries
 from taskyard_common import metrics
@@ -40,6 +41,8 @@ class Resources:
     # Share the task store's connection pool (closed with it).
     keys: CachedKeys
     limits: BatchedBuckets
+    # Reads per tenant, in this process.
+    reads: ReadLimiter
     # Marks confirmed submissions published, in batches.
     published: PublishedMarker
     # Stores concurrent submissions together.
@@ -111,6 +114,10 @@ class Resources:
                 bus=bus,
                 keys=CachedKeys(KeyStore(store.pool), ttl_seconds=settings.api.auth_cache_seconds),
                 limits=BatchedBuckets(RateLimitStore(store.pool)),
+                reads=ReadLimiter(
+                    per_second=settings.api.read_rate_limit_per_second,
+                    burst=settings.api.read_rate_limit_burst,
+                ),
                 published=published,
                 inserts=inserts,
                 deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),

@@ -56,6 +56,9 @@ class ApiSettings(BaseSettings):
     # Submissions per tenant, shared by every replica (a token bucket in PostgreSQL); either 0 disables it.
     rate_limit_per_second: float = Field(default=50.0, ge=0, allow_inf_nan=False)
     rate_limit_burst: int = Field(default=100, ge=0)
+    # Reads (every GET under /v1) per tenant and API process (tenancy/read_limit.py); either 0 disables it.
+    read_rate_limit_per_second: float = Field(default=100.0, ge=0, allow_inf_nan=False)
+    read_rate_limit_burst: int = Field(default=200, ge=0)
     # Event streams and long-polls wake on RabbitMQ wake-ups; besides, the watched tasks are read this often
     # (one query for all of them), so a lost wake-up only delays.
     watch_poll_seconds: float = Field(default=2.0, gt=0, le=60)

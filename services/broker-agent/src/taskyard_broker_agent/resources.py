@@ -87,7 +87,9 @@ class Resources:
             dead_letter_channel = await connection.channel()
             await dead_letter_channel.set_qos(prefetch_count=settings.broker.dead_letter_prefetch)
             dead_letter_queue = await dead_letter_channel.declare_queue(
-                topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
+                topology.dead_letter_queue,
+                durable=True,
+                arguments=dead_letter_queue_arguments(server_version(connection)),
             )
             publisher = await Publisher.open(connection, settings.amqp)
             stack.push_async_callback(publisher.close)

@@ -46,6 +46,7 @@ class WorkerContext:
             settings.llm.model,
             resources.tools,
             max_tool_output_chars=settings.worker.max_tool_output_chars,
+            max_tool_calls_per_reply=settings.worker.max_tool_calls_per_reply,
         )
         return cls(
             spec=resources.spec,

@@ -174,6 +174,11 @@ class TaskStore(Protocol):
         """→ failed: from running leased by ``owner``, or from any non-terminal status when no owner."""
         ...
 
+    async def fail_unstarted(self, task_id: UUID, error: TaskError) -> bool:
+        """scheduled, pending or queued → failed, checked in the same statement: never a task a worker has
+        started (or that finished) meanwhile. The broker agent's failures."""
+        ...
+
     async def expire(self, task_id: UUID, message: str) -> bool:
         """Not started (pending, queued, retrying) and past its deadline → failed with type ``expired``."""
         ...

@@ -17,10 +17,8 @@ from typing import Annotated
 
 from fastapi import Query
 
-from taskyard_api.http.cursor import encode_cursor
 from taskyard_api.http.problems import VALIDATION_ERROR, FieldError, ProblemException
 from taskyard_api.models import TaskDocument
-from taskyard_common.store import TaskRecord
 from taskyard_common.store.reads import OMITTABLE
 
 FieldsQuery = Annotated[
@@ -72,22 +70,7 @@ def document_json(document: TaskDocument, fields: frozenset[str] | None) -> byte
     return document.model_dump_json(by_alias=True, include=set(fields)).encode()
 
 
-def task_page(
-    records: Sequence[TaskRecord], *, size: int, fields: frozenset[str] | None, max_bytes: int
-) -> bytes:
-    """The page's JSON: at most ``size`` of ``records`` (one more tells whether there is more) and at most
-    ``max_bytes`` of items (at least one)."""
-    items: list[bytes] = []
-    used, truncated = 0, False
-    for record in records[:size]:
-        item = document_json(TaskDocument.from_record(record), fields)
-        if items and used + len(item) + 1 > max_bytes:
-            truncated = True
-            break
-        items.append(item)
-        used += len(item) + 1
-    last = records[len(items) - 1] if items else None
-    more = truncated or len(records) > size
-    cursor = encode_cursor(last.created_at, last.id) if more and last is not None else None
-    tail = json.dumps({"next_cursor": cursor, "truncated": truncated})[1:]
+def page_json(items: Sequence[bytes], next_cursor: str | None, truncated: bool) -> bytes:
+    """A list page from its items' JSON (see ``document_json``)."""
+    tail = json.dumps({"next_cursor": next_cursor, "truncated": truncated})[1:]
     return b'{"items":[' + b",".join(items) + b"]," + tail.encode()

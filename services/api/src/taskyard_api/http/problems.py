@@ -93,6 +93,7 @@ NOT_READY = ProblemKind("not-ready", "Service not ready", 503)
 UNAUTHORIZED = ProblemKind("unauthorized", "Authentication required", 401)
 FORBIDDEN = ProblemKind("forbidden", "Not allowed for this API key's role", 403)
 RATE_LIMITED = ProblemKind("rate-limited", "Too many submissions", 429)
+READ_RATE_LIMITED = ProblemKind("read-rate-limited", "Too many reads", 429)
 IDEMPOTENCY_KEY_REUSED = ProblemKind(
     "idempotency-key-reused", "Idempotency key reused for another request", 422
 )

@@ -14,14 +14,16 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from taskyard_api.cancelling import tell_workers
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep, WatcherDep
+from taskyard_api.http.byte_pages import bounded_page
+from taskyard_api.http.cursor import encode_cursor
 from taskyard_api.http.etag import ETAG_HEADER, IfNoneMatchHeader, client_has_current, task_etag
 from taskyard_api.http.fields import (
     LINK_FIELDS,
     FieldsQuery,
     document_json,
     omitted_columns,
+    page_json,
     parse_fields,
-    task_page,
 )
 from taskyard_api.http.params import (
     CursorQuery,
@@ -50,6 +52,8 @@ from taskyard_api.watching.long_poll import WaitQuery, wait_for_change
 from taskyard_api.workflows.links import new_task_document, task_document
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Priority
+from taskyard_common.store import TaskRecord
+from taskyard_common.store.records import Cursor
 
 log = logging.getLogger(__name__)
 
@@ -144,18 +148,33 @@ async def list_tasks(
 ) -> Response:
     """Pages stop at ``limit`` items or at the API's byte bound, whichever comes first (``truncated``)."""
     size, after, wanted = page_size(limit, settings), page_after(cursor), parse_fields(fields)
-    # One extra row tells whether another page exists, so the last page carries no cursor.
-    records = await store.list(
-        status=status,
-        specialist=specialist,
-        priority=priority,
-        limit=size + 1,
+    omit = omitted_columns(wanted)
+
+    async def fetch(rows: int, position: Cursor | None) -> list[TaskRecord]:
+        return await store.list(
+            status=status,
+            specialist=specialist,
+            priority=priority,
+            limit=rows,
+            after=position,
+            tenant=principal.tenant,
+            omit=omit,
+        )
+
+    # Read in chunks and bounded in bytes (TASKYARD_API_MAX_PAGE_BYTES): a page of large tasks ends early,
+    # with a cursor, and the process never holds more than the budget and one chunk of rows.
+    page = await bounded_page(
+        fetch,
+        lambda record: document_json(TaskDocument.from_record(record), wanted),
+        lambda r: (r.created_at, r.id),
+        size=size,
         after=after,
-        tenant=principal.tenant,
-        omit=omitted_columns(wanted),
+        max_bytes=settings.api.max_page_bytes,
+        weigh=len,
     )
-    page = task_page(records, size=size, fields=wanted, max_bytes=settings.api.max_page_bytes)
-    return Response(page, media_type="application/json")
+    last = page.last
+    next_cursor = encode_cursor(last.created_at, last.id) if page.more and last is not None else None
+    return Response(page_json(page.items, next_cursor, page.truncated), media_type="application/json")
 
 
 @router.get(

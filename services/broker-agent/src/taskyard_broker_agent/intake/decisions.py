@@ -37,10 +37,12 @@ EXPLICIT_REASON = "requested by the client"
 
 @dataclass(frozen=True)
 class Route:
-    """Pending: ask the router, record its decision, publish. ``split``: the task as stored when its request
-    may be split into parts (catalog ``multi_route``, and a task of its own: no group's, no delegated one);
-    its parts copy its tenant, limits and priority."""
+    """Pending: ask the router (for ``tenant``: its decision cache is per tenant), record its decision,
+    publish. ``split``: the task as stored when its request may be split into parts (catalog
+    ``multi_route``, and a task of its own: no group's, no delegated one); its parts copy its tenant, limits
+    and priority."""
 
+    tenant: str | None = None
     split: TaskRecord | None = None
 
 
@@ -204,7 +206,7 @@ def decide_intake(
             return Delay(hop_tier(0), as_utc(not_before))
         return Expire()
     if message.requested_specialist is None:
-        return Route(task if may_split(task, catalog) else None)
+        return Route(task.tenant, task if may_split(task, catalog) else None)
     explicit = explicit_decision(message, catalog)
     if explicit is None:
         return FailUnknownSpecialist(message.requested_specialist)

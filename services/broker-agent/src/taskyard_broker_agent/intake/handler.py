@@ -43,7 +43,7 @@ from taskyard_common import metrics
 from taskyard_common.announce import announce, publish_then_mark
 from taskyard_common.errors import PermanentError, TaskyardError
 from taskyard_common.lifecycle import ROUTING_UNFINISHED
-from taskyard_common.messages import IntakeMessage, RoutingDecision, Usage, WorkMessage
+from taskyard_common.messages import IntakeMessage, RoutingDecision, WorkMessage
 from taskyard_common.retry import backoff_seconds, publish_delayed
 from taskyard_common.store import NewTask, RoutedTask, TaskRecord
 from taskyard_common.store.parts import part_instructions
@@ -102,9 +102,9 @@ class IntakeHandler:
     async def _carry_out(self, message: IntakeMessage, action: IntakeAction) -> None:
         task_id = message.task_id
         match action:
-            case Route(split):
+            case Route(tenant, split):
                 started = time.perf_counter()
-                decision = await self._router.route(message.input, multi=split is not None)
+                decision = await self._router.route(message.input, tenant, multi=split is not None)
                 # Labelled by the method that decided: an LLM answer that fell back to the rules counts as
                 # rules.
                 metrics.ROUTING_DURATION.labels(decision.method.value).observe(time.perf_counter() - started)
@@ -138,7 +138,7 @@ class IntakeHandler:
                     TaskErrorType.UNKNOWN_SPECIALIST,
                     f"specialist {specialist!r} is not in the broker agent's catalog",
                 )
-                await self._store.fail(task_id, error, Usage())
+                await self._store.fail_unstarted(task_id, error)
                 log.warning("failed task %s: requested specialist %s not in the catalog", task_id, specialist)
             case DropUnknown():
                 log.warning("dropping intake message for unknown task %s (discarded by the API)", task_id)
@@ -276,7 +276,8 @@ class IntakeHandler:
             f"routing failed {message.attempt} times; last error: {detail}",
             attempts=message.attempt,
         )
-        if await self._store.fail(message.task_id, error, Usage()):
+        # Conditional in the statement: a worker that started the task since the read above keeps it.
+        if await self._store.fail_unstarted(message.task_id, error):
             log.error(
                 "failed task %s: routing failed %d times (%s)", message.task_id, message.attempt, detail
             )

@@ -23,11 +23,12 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from taskyard_broker_agent.routing.cache import DecisionCache
+from taskyard_broker_agent.routing.cache import DecisionCache, cache_key
 from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
 from taskyard_broker_agent.routing.parts import merge_parts
 from taskyard_broker_agent.routing.prompt import ROUTE_TOOL_NAME, RoutingPrompt
 from taskyard_broker_agent.routing.rules import RulesRouter
+from taskyard_broker_agent.routing.text import longer_than
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import MAX_ROUTED_PARTS, RoutedPart, RoutingDecision, RoutingMethod, TaskInput
@@ -42,6 +43,8 @@ NO_LLM = "no_llm"
 GUARD = "guard"
 
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
+# Requests up to this many characters are inspected on the event loop: a thread hop would cost more.
+INLINE_CHARS = 8192
 _NO_REASON = "(the model gave no reason)"
 
 
@@ -183,12 +186,14 @@ class Router:
         if self._client is not None:
             await self._client.close()
 
-    async def route(self, task_input: TaskInput, *, multi: bool = False) -> RoutingDecision:
-        """The decision for ``task_input``. ``multi``: it may name several specialists (``parts``), when
-        the catalog allows it (``multi_route``) and the request holds distinct jobs; otherwise a decision
-        never has parts."""
+    async def route(
+        self, task_input: TaskInput, tenant: str | None = None, *, multi: bool = False
+    ) -> RoutingDecision:
+        """The decision for ``task_input`` of ``tenant`` (the decision cache is per tenant). ``multi``: it
+        may name several specialists (``parts``), when the catalog allows it (``multi_route``) and the
+        request holds distinct jobs; otherwise a decision never has parts."""
         started = time.perf_counter()
-        decision = await self._route(task_input)
+        decision = await self._route(task_input, tenant)
         update: dict[str, object] = {"latency_ms": round((time.perf_counter() - started) * 1000, 3)}
         if decision.parts and not multi:
             # Its ``specialist`` is the main job's: the single route (the cache keeps the parts for the
@@ -196,8 +201,19 @@ class Router:
             update["parts"] = ()
         return decision.model_copy(update=update)
 
-    async def _route(self, task_input: TaskInput) -> RoutingDecision:
+    def _prepare(self, task_input: TaskInput, tenant: str | None) -> tuple[Inspection, bytes | None]:
+        """The guard's inspection and the cache key: the CPU-bound part, linear in the request's size."""
         inspection = self._guard.inspect(task_input)
+        wanted = self._client is not None and self._cache.enabled and not inspection.empty
+        return inspection, cache_key(inspection.stripped, tenant) if wanted else None
+
+    async def _route(self, task_input: TaskInput, tenant: str | None) -> RoutingDecision:
+        if longer_than(task_input, INLINE_CHARS):
+            # A large request (up to 256 KiB) takes the guard 100-280 ms of CPU: in a thread, so the event
+            # loop (other deliveries, heartbeats, the reaper) keeps turning meanwhile.
+            inspection, key = await asyncio.to_thread(self._prepare, task_input, tenant)
+        else:
+            inspection, key = self._prepare(task_input, tenant)
         # From here on only the request without its directives is read, by the LLM and the rules alike.
         request = inspection.stripped
         if inspection.fired:
@@ -208,7 +224,7 @@ class Router:
             # Nothing but "send this to X": there is nothing left for the LLM to read.
             return self._guarded(self._fallback(request, GUARD, "the request held only routing directives"),
                                  inspection)  # fmt: skip
-        cached = self._cache.get(request)
+        cached = self._cache.get(key) if key is not None else None
         metrics.ROUTING_CACHE.labels("miss" if cached is None else "hit").inc()
         if cached is not None:
             update = {"cached": True, "llm_calls": 0, "tokens": 0, "guard": inspection.label or None}
@@ -239,7 +255,8 @@ class Router:
         decision = decision.model_copy(update={"llm_calls": 1, "tokens": tokens})
         if inspection.fired and _named(decision) & inspection.targets:
             decision = self._second_opinion(request, decision)
-        self._cache.put(request, decision)
+        if key is not None:
+            self._cache.put(key, decision)
         return self._guarded(decision, inspection)
 
     def _second_opinion(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
