@@ -94,6 +94,8 @@ async def test_final_answers_are_counted_per_conversation_and_errors_are_not(cli
     for text in ("task 1", "task 1", "task 2"):
         await client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}])
     assert await devllm.conversations(model) == ({"task 1": 3, "task 2": 1}, {"task 1": 2, "task 2": 1})
+    callers = await devllm.callers(model)
+    assert sorted(callers) == ["task 1", "task 2"] and callers["task 1"].startswith("127.0.0.1:")
 
 
 async def test_a_by_turn_script_answers_each_turn_the_same_every_time(client, devllm):

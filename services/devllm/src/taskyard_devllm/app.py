@@ -112,6 +112,8 @@ def create_app(latency_seconds: float = 0.0) -> FastAPI:
         scripts.requests[model].append(body)
         conversation = conversation_key(body["messages"])
         scripts.calls[model][conversation] += 1
+        if request.client is not None:
+            scripts.callers[model][conversation] = f"{request.client.host}:{request.client.port}"
         number = next(counter)
         step: Step | None = scripts.next_step(model, body["messages"])
         delay = latency_seconds + (step.delay_seconds if step else 0.0)
@@ -148,11 +150,13 @@ def create_app(latency_seconds: float = 0.0) -> FastAPI:
 
     @app.get("/_control/conversations/{model}")
     async def conversations(model: str) -> dict[str, Any]:
-        """Calls and final answers per conversation (named by its first user message's first 200 chars)."""
+        """Calls and final answers per conversation (named by its first user message's first 200 chars),
+        and the client address of its latest call."""
         return {
             "model": model,
             "calls": dict(scripts.calls.get(model, {})),
             "answers": dict(scripts.answers.get(model, {})),
+            "callers": dict(scripts.callers.get(model, {})),
         }
 
     return app

@@ -69,6 +69,8 @@ class Scripts:
         # model twice for its end: the chaos suite counts runs per task with these.
         self.calls: dict[str, Counter[str]] = defaultdict(Counter)
         self.answers: dict[str, Counter[str]] = defaultdict(Counter)
+        # The client address ("host:port") of each conversation's latest call: which process asked.
+        self.callers: dict[str, dict[str, str]] = defaultdict(dict)
 
     def add(self, model: str, script: Script) -> None:
         if script.by_turn:
@@ -87,6 +89,7 @@ class Scripts:
         self.requests.pop(model, None)
         self.calls.pop(model, None)
         self.answers.pop(model, None)
+        self.callers.pop(model, None)
 
     def next_step(self, model: str, messages: list[Any] | None = None) -> Step | None:
         scripts = self._turns.get(model)
