@@ -69,7 +69,8 @@ async def run_one(name: str, ctx: Context, llm: DevLlm) -> Outcome:
     except TimeoutError:
         out.failed = f"did not finish within {limit:.0f} s"
     except Exception as exc:  # one broken scenario must not hide the others' figures
-        out.failed = f"{type(exc).__name__}: {exc}"[:300]
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        out.failed = f"{type(exc).__name__}: {first_line}"[:200]
         logging.error("chaos: %s failed:\n%s", label, traceback.format_exc())
     logging.info("chaos: %s done in %.0f s", label, time.monotonic() - started)
     return out

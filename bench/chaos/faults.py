@@ -52,7 +52,7 @@ async def kill_workers(ctx: Context, out: Outcome, llm: DevLlm) -> None:
 
 async def restart_rabbitmq(ctx: Context, out: Outcome, llm: DevLlm) -> None:
     """2: the (private) RabbitMQ node stopped and started again mid-run."""
-    count, rate, down = ctx.pick((1000, 25, 10.0), (300, 25, 8.0), (30, 10, 3.0))
+    count, rate, down = ctx.pick((1000, 25, 10.0), (300, 25, 8.0), (30, 3, 3.0))
     async with (
         rabbit_node(f"chaos{ctx.run_id}-solo", ctx.work_dir / "rabbitmq") as node,
         chaos_run(ctx, "rabbitmq", llm=llm, concurrency=16, amqp_url=node.url) as run,
@@ -103,7 +103,7 @@ async def stop_quorum_leader(ctx: Context, out: Outcome, llm: DevLlm) -> None:
 
 async def restart_postgres(ctx: Context, out: Outcome, llm: DevLlm) -> None:
     """4: the (private) PostgreSQL stopped and started again mid-run."""
-    count, rate, down = ctx.pick((1000, 25, 10.0), (300, 25, 8.0), (30, 10, 3.0))
+    count, rate, down = ctx.pick((1000, 25, 10.0), (300, 25, 8.0), (30, 3, 3.0))
     async with (
         private_postgres(ctx.work_dir / "pg") as pg,
         chaos_run(ctx, "postgres", llm=llm, concurrency=16, db_url=pg.url) as run,

@@ -270,7 +270,7 @@ class ChaosRun:
         re_asked = sum(1 for t in accepted if answers.get(accepted[t][:200], 0) > 1)
         if re_asked:
             outcome.note(
-                f"{re_asked} asked the model twice (killed between answer and record), each completed once"
+                f"{re_asked} got a second final answer from the model (work redone after the fault), each completed once"
             )
         refused = {code: n for code in ("500", "503", "429") if (n := self.submissions.count(code))}
         if refused:

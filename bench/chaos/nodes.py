@@ -90,6 +90,7 @@ class RabbitNode:
         """Start the node (its data kept from an earlier start) and wait until it is booted."""
         self.home.mkdir(parents=True, exist_ok=True)
         self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "pid").unlink(missing_ok=True)
         (self.dir / "enabled_plugins").write_text("[].\n")
         (self.dir / "rabbitmq.conf").write_text(
             f"listeners.tcp.default = 127.0.0.1:{self.port}\n"
@@ -97,7 +98,9 @@ class RabbitNode:
             "disk_free_limit.absolute = 50MB\n"
         )
         self._proc = self._spawn()
-        await self.ctl("await_startup", "--timeout", str(int(timeout)), timeout=timeout + 10)
+        # ``wait`` (unlike ``await_startup``) also waits for the node to come up at all: its pid file.
+        pid_file = str(self.dir / "pid")
+        await self.ctl("wait", pid_file, "--timeout", str(int(timeout)), timeout=timeout + 10)
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         with (self.dir / "server.log").open("ab") as log:
