@@ -134,10 +134,12 @@ class ChaosRun:
     async def start(
         self, *, workers: int, worker_env: dict[str, str] | None = None, **agent_env: str
     ) -> None:
-        await self.cluster.start_api()
-        await self.cluster.start_broker_agent(**agent_env)
-        for _ in range(workers):
-            await self.add_worker(**(worker_env or {}))
+        # Together: each process takes seconds to import and connect on a busy machine.
+        await asyncio.gather(
+            self.cluster.start_api(),
+            self.cluster.start_broker_agent(**agent_env),
+            *(self.add_worker(**(worker_env or {})) for _ in range(workers)),
+        )
 
     async def add_worker(self, **env: str) -> Service:
         worker = await self.cluster.start_worker(SPECIALIST, **env)

@@ -53,7 +53,7 @@ async def _healthy_rate(run: ChaosRun) -> float | None:
 
 async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
     """5: one task in twenty kills the worker that runs it; the rest must not suffer much."""
-    total, limit = ctx.pick((1000, 3), (200, 3), (40, 2))
+    total, limit = ctx.pick((400, 2), (200, 2), (40, 2))
     every = 20  # 5 %
     healthy = total - total // every
     async with chaos_run(ctx, "clean", llm=llm, concurrency=16) as clean:
@@ -65,11 +65,13 @@ async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
     async with chaos_run(ctx, "poison", llm=llm, concurrency=16, delivery_limit=limit) as run:
         model = run.cluster.model
         await llm.script(model, [{"delay_seconds": 0.2}], by_turn=True)
-        # A poison task's call hangs long enough for the suite to kill the worker that made it.
-        await llm.script(model, [{"delay_seconds": 5}], by_turn=True, when=POISON)
+        # A poison task's call hangs long enough for the suite to kill the worker that made it (were the kill
+        # to miss, the task would complete after a minute and count as lost).
+        await llm.script(model, [{"delay_seconds": 60}], by_turn=True, when=POISON)
         await run.start(workers=3, worker_env=WORKER_ENV)
         kills = 0
         seen: dict[str, int] = {}
+        replacements: set[asyncio.Task[object]] = set()
 
         async def killer() -> None:
             nonlocal kills
@@ -87,7 +89,10 @@ async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
                         run.cluster.kill(victim)
                         run.workers.remove(victim)
                         kills += 1
-                        await run.add_worker(**WORKER_ENV)
+                        # Started meanwhile, not awaited: the next poison call must not wait for it.
+                        replacement = asyncio.create_task(run.add_worker(**WORKER_ENV))
+                        replacements.add(replacement)
+                        replacement.add_done_callback(replacements.discard)
                 await asyncio.sleep(0.1)
 
         killing = asyncio.create_task(killer())
@@ -98,6 +103,7 @@ async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
             killing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await killing
+            await asyncio.gather(*replacements, return_exceptions=True)
         poisoned = {t for t, text in run.submissions.accepted.items() if text.endswith(POISON)}
         await run.judge(out, expected=dict.fromkeys(poisoned, "dead_lettered"))
         out.drain_s = drained
