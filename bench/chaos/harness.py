@@ -312,6 +312,8 @@ async def chaos_run(
         cluster = Cluster(amqp, db, catalog, llm, log_dir)
         cluster.env.update(BENCH_API_ENV)
         cluster.env["TASKYARD_LOG_LEVEL"] = "WARNING"
+        # Processes started together on a shared, busy machine: a minute is not always enough to import.
+        cluster.ready_timeout = 300
         run = ChaosRun(name, cluster, llm, amqp, db, ctx.run_id + name)
         try:
             yield run
