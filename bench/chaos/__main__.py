@@ -35,12 +35,12 @@ DOCS = ROOT / "docs" / "resilience.md"
 ScenarioFn = Callable[[Context, Outcome, DevLlm], Awaitable[None]]
 # name -> (table label, function, hard limit of a full run in seconds)
 SCENARIOS: dict[str, tuple[str, ScenarioFn, float]] = {
-    "kill": ("1 workers SIGKILLed", faults.kill_workers, 1200),
-    "rabbitmq": ("2 RabbitMQ stopped, started", faults.restart_rabbitmq, 900),
-    "quorum": ("3 quorum leader stopped (3 nodes)", faults.stop_quorum_leader, 900),
-    "postgres": ("4 PostgreSQL restarted", faults.restart_postgres, 900),
-    "poison": ("5 poison tasks (5 %)", loads.poison_tasks, 1500),
-    "slowllm": ("6 slow LLM, then an outage", loads.slow_llm, 1200),
+    "kill": ("1 workers SIGKILLed", faults.kill_workers, 900),
+    "rabbitmq": ("2 RabbitMQ stopped, started", faults.restart_rabbitmq, 600),
+    "quorum": ("3 quorum leader stopped (3 nodes)", faults.stop_quorum_leader, 600),
+    "postgres": ("4 PostgreSQL restarted", faults.restart_postgres, 600),
+    "poison": ("5 poison tasks (5 %)", loads.poison_tasks, 900),
+    "slowllm": ("6 slow LLM, then an outage", loads.slow_llm, 600),
 }
 
 
