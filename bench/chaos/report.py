@@ -56,9 +56,11 @@ RabbitMQ and PostgreSQL are never stopped.
   a poison task) once the run drained, or are missing from the store.
 - **duplicates**: tasks whose history holds more than one `completed` event (what clients see), or whose
   stored result is not an answer the model gave that task.
-- **time to recover / drain**: recover: from the end of the fault (node or database back; for the quorum
-  leader, from its stop) to the API accepting tasks again (the longest refusal streak for the quorum
-  case); drain: from the end of the fault (the last kill; the model back) to every accepted task terminal.
+- **time to recover / drain**: recover (2, 4): from the node or database being back to the API's first
+  `202` after it; (3): the longest stretch between two accepted submissions with refusals between, after
+  the leader's stop (0 when the API never refused). Drain: to every accepted task terminal, from the last
+  kill (1), the node or database back (2, 4), the leader's stop (3), the last submission (5), the model
+  back (6).
 - A task that asked the model twice (its worker was killed between the answer and recording it) is work
   done twice, not a result seen twice: the notes count them.
 
