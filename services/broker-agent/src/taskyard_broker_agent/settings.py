@@ -50,6 +50,11 @@ class BrokerAgentSettings(BaseSettings):
     dead_letter_prefetch: int = Field(default=32, ge=1, le=10_000)
     # How often the reaper looks for running tasks whose lease expired.
     reaper_interval_seconds: float = Field(default=5.0, gt=0)
+    # After the database was away from the reaper (a round failed on it, or no round got through for longer
+    # than this plus the interval), expired leases are left alone for this long once it answers again: the
+    # workers' heartbeats failed too meanwhile, and a live worker renews its leases within a third of its
+    # lease (TASKYARD_WORKER_LEASE_SECONDS, 30 by default) of the database's return. Keep it at least that.
+    reaper_recovery_grace_seconds: float = Field(default=30.0, ge=0)
     # A requeued task whose work message is still not confirmed published after this long (an agent died
     # between reclaiming and publishing it) is published again.
     republish_after_seconds: float = Field(default=60.0, gt=0)

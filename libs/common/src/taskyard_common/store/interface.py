@@ -140,7 +140,9 @@ class TaskStore(Protocol):
 
     async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
         """Take the task's lease: queued/retrying (or running with an expired lease, or already ours) →
-        running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first."""
+        running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first. A retrying
+        task starts only from the message of its next attempt (``STALE`` for an earlier one) once its
+        ``next_attempt_at`` has passed (``NOT_DUE`` before)."""
         ...
 
     async def start_many(

@@ -107,6 +107,10 @@ class StartOutcome(StrEnum):
     CANCELLED = "cancelled"  # cancellation was requested before it started: now cancelled
     NOT_ROUTED = "not_routed"  # still pending: the routing commit is not visible yet
     WAITING = "waiting"  # it waits for the child tasks it delegated to: a stray duplicate, nothing to run
+    # Retrying: a copy of an earlier attempt's message (the retry sent its own): nothing to run.
+    STALE = "stale"
+    # Retrying: the message of its next attempt came before the backoff is over: start it later.
+    NOT_DUE = "not_due"
     UNKNOWN = "unknown"
 
 
@@ -116,6 +120,8 @@ class StartResult:
     record: TaskRecord | None = None
     # For LEASED: seconds until the other worker's lease runs out.
     lease_remaining_seconds: float = 0.0
+    # For NOT_DUE: seconds until the retry's backoff is over.
+    retry_due_in_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

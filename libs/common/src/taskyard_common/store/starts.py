@@ -1,8 +1,9 @@
 """``start``: the one transition with several paths, because a delivery may find its task in any state.
 
 The usual case is one statement (``START``, or ``START_MANY`` for the deliveries a worker got together). Anything
-else (a duplicate, a lease held elsewhere, a cancel, an expired deadline, a dead worker's task taken over)
-takes the locked read of ``start``'s transaction, which says why it cannot start or which other transition
+else (a duplicate, a lease held elsewhere, a cancel, an expired deadline, a dead worker's task taken over, a
+retrying task reached by a stale copy of an earlier attempt's message or before its backoff is over) takes the
+locked read of ``start``'s transaction, which says why it cannot start or which other transition
 applies instead (cancelled, expired).
 """
 
@@ -23,27 +24,45 @@ _TAKE_LEASE = (
     " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
     " started_at = clock_timestamp(), updated_at = clock_timestamp()"
 )
-_READY = (
-    f"status IN {sql_in(STARTABLE)} AND cancel_requested_at IS NULL"
-    " AND (deadline IS NULL OR deadline >= clock_timestamp())"
-)
+# A retrying task starts only from the message of its next attempt (the charged attempt after the one that
+# failed, or the same one after an uncharged deferral, as the last attempt_log entry says) and not before its
+# backoff is over: a stale copy of the failed attempt's message (an ack lost after the retry was scheduled)
+# would otherwise run the task at once and fork a second retry chain.
+_RETRY_ATTEMPT = "attempts + CASE WHEN attempt_log->-1->>'charged' = 'false' THEN 0 ELSE 1 END"
+_RETRY_DUE = "COALESCE(next_attempt_at <= clock_timestamp(), true)"
+
+
+def _ready(attempt: str) -> str:
+    """Startable by the message of attempt ``attempt`` (SQL), neither cancelled nor past its deadline."""
+    return (
+        f"status IN {sql_in(STARTABLE)} AND cancel_requested_at IS NULL"
+        " AND (deadline IS NULL OR deadline >= clock_timestamp())"
+        f" AND (status <> 'retrying' OR ({_RETRY_DUE} AND {attempt} >= {_RETRY_ATTEMPT}))"
+    )
+
+
 _STARTED = "jsonb_build_object('attempt', c.attempts, 'worker', c.lease_owner)"
 _RECORD = columns_of("c", COLUMNS)
 # A startable task, neither cancelled nor past its deadline, becomes running under ``owner``'s lease.
 START = logged(
-    _TAKE_LEASE, f"WHERE id = $1 AND {_READY}", event="'attempt_started'", data=_STARTED, returning=_RECORD
+    _TAKE_LEASE,
+    f"WHERE id = $1 AND {_ready('$3')}",
+    event="'attempt_started'",
+    data=_STARTED,
+    returning=_RECORD,
 )
 # The same for many tasks at once, rows locked in id order and rows locked by anyone else skipped (they take
 # ``start``'s own path): concurrent batches never deadlock.
 START_MANY = (
-    f"WITH ready AS (SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND {_READY}"
-    " ORDER BY id FOR UPDATE SKIP LOCKED), "
+    "WITH ready AS (SELECT tasks.id, b.attempt FROM tasks"
+    " JOIN unnest($1::uuid[], $2::int[]) AS b(id, attempt) ON b.id = tasks.id"
+    f" WHERE {_ready('b.attempt')} ORDER BY tasks.id FOR UPDATE OF tasks SKIP LOCKED), "
     + logged(
-        "status = 'running', attempts = GREATEST(t.attempts, b.attempt), lease_owner = $3,"
+        "status = 'running', attempts = GREATEST(t.attempts, ready.attempt), lease_owner = $3,"
         " message_settled = false,"
         " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
         " started_at = clock_timestamp(), updated_at = clock_timestamp()",
-        "FROM ready JOIN unnest($1::uuid[], $2::int[]) AS b(id, attempt) ON b.id = ready.id WHERE t.id = ready.id",
+        "FROM ready WHERE t.id = ready.id",
         event="'attempt_started'",
         data=_STARTED,
         returning=_RECORD,
@@ -52,7 +71,9 @@ START_MANY = (
 )
 _LOCKED_READ = (
     "SELECT status, lease_owner, deadline, cancel_requested_at, clock_timestamp() AS now,"
-    " extract(epoch FROM lease_expires_at - clock_timestamp()) AS remaining"
+    " extract(epoch FROM lease_expires_at - clock_timestamp()) AS remaining,"
+    f" {_RETRY_ATTEMPT} AS retry_attempt,"
+    " extract(epoch FROM next_attempt_at - clock_timestamp()) AS retry_due_in"
     " FROM tasks WHERE id = $1 FOR UPDATE"
 )
 # The ``cancel_running`` and ``expire`` transitions as the start finds them due (the row is locked).
@@ -137,7 +158,22 @@ class StartQueries(GroupSettling):
                     _EXPIRE_AT_START, task_id, _EXPIRED_AT_START.model_dump(mode="json")
                 )
                 return StartResult(StartOutcome.EXPIRED), ended
+            if status is TaskStatus.RETRYING:
+                not_now = _retry_not_now(row, attempt)
+                if not_now is not None:
+                    return not_now, None
             started = await conn.fetchrow(_START_LOCKED, task_id, owner, attempt, lease_seconds)
             if started is None:  # the row is locked by this transaction: it cannot have gone
                 raise RuntimeError(f"task {task_id} vanished while locked")
             return StartResult(StartOutcome.STARTED, to_record(started)), None
+
+
+def _retry_not_now(row: Any, attempt: int) -> StartResult | None:
+    """Why the message of ``attempt`` cannot start this retrying task (None: it can): it is a stale copy of
+    an earlier attempt's message (the retry's own message is on its way), or the backoff is not over."""
+    if attempt < row["retry_attempt"]:
+        return StartResult(StartOutcome.STALE)
+    due_in = float(row["retry_due_in"] or 0.0)
+    if due_in > 0:
+        return StartResult(StartOutcome.NOT_DUE, retry_due_in_seconds=due_in)
+    return None
