@@ -1,7 +1,8 @@
 """Everything the API holds open: opened once at start, closed in reverse order when it stops.
 
 A broken catalog or an unreachable database stops the start (the orchestrator retries); an unreachable
-RabbitMQ does not: the API serves reads and answers 503 to submissions meanwhile.
+RabbitMQ does not: the API serves reads and answers 503 to submissions meanwhile. The catalog is followed
+(``live``) while the API runs: what it checks submissions against and lists is always the current one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from taskyard_api.submission.token_batches import BatchedBuckets
 from taskyard_api.tenancy.key_cache import CachedKeys
 from taskyard_api.watching.watcher import Watcher
 from taskyard_api.webhooks.deliveries import WebhookDeliveries
-from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
@@ -31,7 +33,7 @@ from taskyard_common.topology import Topology
 @dataclass(frozen=True, kw_only=True)
 class Resources:
     settings: ServiceSettings
-    catalog: Catalog
+    live: LiveCatalog
     topology: Topology
     store: TaskStore
     bus: BusLink
@@ -54,9 +56,12 @@ class Resources:
     async def open(cls, settings: ServiceSettings) -> AsyncIterator[Resources]:
         """Open everything and start the background rounds; on exit, close them in reverse order (the
         exit stack's callbacks run last-in first-out, also when opening failed half-way)."""
-        catalog = load_catalog(settings.catalog.path)
         topology = Topology(settings.amqp.prefix)
         async with AsyncExitStack() as stack:
+            live = await stack.enter_async_context(
+                open_live_catalog(settings.catalog, settings.db, sighup=True)
+            )
+            catalog = live.catalog
             store = await PostgresTaskStore.open(settings.db)
             stack.push_async_callback(store.close)
             # Closed after the sweeper, before the store: its last flush marks what the final requests
@@ -99,7 +104,7 @@ class Resources:
             sweeper.start()
             yield cls(
                 settings=settings,
-                catalog=catalog,
+                live=live,
                 topology=topology,
                 store=store,
                 bus=bus,
@@ -111,3 +116,8 @@ class Resources:
                 watcher=watcher,
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
             )
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog now (it follows its source)."""
+        return self.live.catalog

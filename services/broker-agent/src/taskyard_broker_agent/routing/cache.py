@@ -3,7 +3,7 @@
 The key is a digest of the normalized request (case, accents, width and whitespace folded; a JSON object
 with sorted keys), so "Summarize THIS  report" and "summarize this report" share one LLM call. Only the
 digest and the decision are held, never the request. A cache belongs to one ``Router``, i.e. one catalog
-and one model: a changed catalog starts a new process with an empty cache.
+and one model: when the catalog changes, the router starts over with an empty cache (``emptied``).
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ class DecisionCache:
         self._ttl = ttl_seconds
         self._clock = clock
         self._entries: OrderedDict[bytes, tuple[float, RoutingDecision]] = OrderedDict()
+
+    def emptied(self) -> DecisionCache:
+        """A new, empty cache with the same limits (a decision for another catalog must not be served)."""
+        return DecisionCache(self._max, self._ttl, clock=self._clock)
 
     @property
     def enabled(self) -> bool:
