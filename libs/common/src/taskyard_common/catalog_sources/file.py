@@ -39,6 +39,8 @@ class FileSource(CatalogSource):
         self._last: str | None = None
 
     async def read(self) -> Catalog:
+        # From the first read on (a service's start), so that a SIGHUP never meets the default action.
+        self._install_handler()
         try:
             data = self.path.read_bytes()
         except OSError as exc:
