@@ -356,3 +356,27 @@ def test_external_mode_triggers_read_the_whole_host_from_the_secret():
     for trigger in _rabbitmq_triggers(objects):
         assert "host" not in trigger["metadata"], "the Secret holds the whole management URL"
         assert trigger["metadata"]["protocol"] == "http"
+
+
+def test_editing_one_specialist_rolls_only_its_own_workers_pods(tmp_path):
+    """Every service follows the catalog file without a restart: only the edited specialist's worker pods
+    are hashed on its entry, and the API and broker agent pods on none."""
+    catalog = yaml.safe_load((CHART / "files" / "specialists.yaml").read_text())
+    catalog["specialists"][0]["instructions"] = "Edited."
+    edited = catalog["specialists"][0]["name"]
+    values = tmp_path / "edited-values.yaml"
+    values.write_text(yaml.safe_dump({"catalog": {"content": yaml.safe_dump(catalog)}}))
+
+    def pod_annotations(objects) -> dict[str, dict]:
+        return {
+            o["metadata"]["name"]: o["spec"]["template"]["metadata"].get("annotations", {})
+            for o in objects
+            if o["kind"] == "Deployment"
+        }
+
+    before, after = pod_annotations(render()), pod_annotations(render(values))
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {f"taskyard-worker-{edited}"}
+    for name, pod in before.items():
+        assert "checksum/catalog" not in pod
+        assert ("checksum/specialist" in pod) == ("-worker-" in name)

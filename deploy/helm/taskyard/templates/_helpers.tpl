@@ -223,3 +223,14 @@ readinessProbe:
   timeoutSeconds: 3
   failureThreshold: 3
 {{- end }}
+
+{{/* One specialist's catalog entry (dict "ctx" $ "name" NAME), as JSON: what its worker's pods are hashed on. */}}
+{{- define "taskyard.specialistEntry" -}}
+{{- $catalog := include "taskyard.catalog" .ctx | fromJson -}}
+{{- $name := .name -}}
+{{- range $catalog.specialists -}}
+{{- if eq (toString .name) $name -}}
+{{- toJson . -}}
+{{- end -}}
+{{- end -}}
+{{- end }}

@@ -70,8 +70,6 @@ class WorkerTemplate(_Model):
     service_account_name: str = "default"
     pod_security_context: dict[str, Any] = Field(default_factory=dict)
     security_context: dict[str, Any] = Field(default_factory=dict)
-    # sha256 of the catalog text: the Deployment's pods roll when the catalog changes (as the chart's do).
-    catalog_checksum: str = ""
     catalog_config_map: str = "taskyard-catalog"
     catalog_mount_path: str = "/etc/taskyard"
     pod_annotations: dict[str, str] = Field(default_factory=dict)

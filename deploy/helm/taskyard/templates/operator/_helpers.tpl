@@ -22,7 +22,6 @@
     "service_account_name" (include "taskyard.serviceAccountName" $c)
     "pod_security_context" (include "taskyard.podSecurityContext" . | fromYaml)
     "security_context" .Values.securityContext
-    "catalog_checksum" (include "taskyard.catalogText" . | sha256sum)
     "catalog_config_map" (include "taskyard.componentName" (dict "ctx" . "component" "catalog"))
     "catalog_mount_path" .Values.config.catalogMountPath
     "pod_annotations" ($w.podAnnotations | default dict)
