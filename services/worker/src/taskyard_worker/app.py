@@ -34,7 +34,7 @@ from taskyard_worker.control import ControlHandler
 from taskyard_worker.flights import Source
 from taskyard_worker.handler import WorkHandler
 from taskyard_worker.heartbeat import Heartbeat
-from taskyard_worker.resources import WorkerResources, load_spec
+from taskyard_worker.resources import StartupError, WorkerResources, load_spec
 from taskyard_worker.settings import ServiceSettings, get_settings
 
 log = logging.getLogger("taskyard_worker")
@@ -163,6 +163,14 @@ async def follow_catalog(
                 "specialist %r is not in the catalog (deleted?): not consuming until it is back", specialist
             )
             await _first(stop.wait(), _spec_changed(live, specialist, None))
+            continue
+        try:
+            load_spec(settings, specialist, catalog)
+        except StartupError as exc:
+            # A changed spec this worker cannot run (a tool it does not have): wait for the next change
+            # rather than exit and be restarted into the same catalog.
+            log.error("not consuming: %s", exc)
+            await _first(stop.wait(), _spec_changed(live, specialist, spec))
             continue
         async with running_worker(settings, specialist, catalog=catalog) as worker:
             waits = [stop.wait(), _spec_changed(live, specialist, spec)]
