@@ -206,9 +206,14 @@ def test_every_pod_is_locked_down(values):
     objects = render(*([values] if values else []))
     specs = pod_specs(objects)
     assert specs
+    reads_specialists = (
+        bool(values) and yaml.safe_load(values.read_text()).get("catalog", {}).get("source") == "kubernetes"
+    )
     for name, spec in specs:
-        # The operator is the one component that calls the Kubernetes API (its Role says what for).
-        assert spec["automountServiceAccountToken"] is name.endswith("-operator"), name
+        # The operator is the one component that calls the Kubernetes API (its Role says what for), and with
+        # catalog.source=kubernetes the services that read the Specialists (the catalog-reader Role).
+        reader = reads_specialists and name.endswith(("-api", "-broker-agent"))
+        assert spec["automountServiceAccountToken"] is (name.endswith("-operator") or reader), name
         assert spec["securityContext"]["runAsNonRoot"] is True, name
         assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
         for c in spec["containers"]:
@@ -380,3 +385,37 @@ def test_editing_one_specialist_rolls_only_its_own_workers_pods(tmp_path):
     for name, pod in before.items():
         assert "checksum/catalog" not in pod
         assert ("checksum/specialist" in pod) == ("-worker-" in name)
+
+
+def test_the_kubernetes_catalog_source_reads_specialists_with_a_role_of_its_own():
+    values = CHART / "ci" / "specialist-operator-catalog-values.yaml"
+    objects = render(values)
+    (role,) = [o for o in of_kind(objects, "Role") if o["metadata"]["name"].endswith("-catalog-reader")]
+    assert role["rules"] == [
+        {"apiGroups": ["taskyard.dev"], "resources": ["specialists"], "verbs": ["get", "list", "watch"]}
+    ]
+    (binding,) = [
+        o for o in of_kind(objects, "RoleBinding") if o["metadata"]["name"].endswith("-catalog-reader")
+    ]
+    assert {s["name"] for s in binding["subjects"]} == {
+        "taskyard-api",
+        "taskyard-broker-agent",
+        "taskyard-worker",
+    }
+    # The operator runs every worker (with the token), the chart none of its own.
+    assert not [o for o in of_kind(objects, "Deployment") if "-worker-" in o["metadata"]["name"]]
+    (config,) = [
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-operator")
+    ]
+    assert json.loads(config["data"]["TASKYARD_OPERATOR_WORKER"])["automount_service_account_token"] is True
+    for name, spec in pod_specs(objects):
+        env = {e["name"]: e.get("value") for c in spec["containers"] for e in c.get("env", [])}
+        if name.endswith(("-api", "-broker-agent")):
+            assert (env["TASKYARD_CATALOG_SOURCE"], env["TASKYARD_CATALOG_FALLBACK"]) == (
+                "kubernetes",
+                "general",
+            )
+    proc = run([tool("helm"), "template", "t", str(CHART), "--set", "catalog.source=kubernetes"], check=False)
+    assert proc.returncode != 0 and "set operator.enabled" in proc.stderr
+    # Without it, no Role and no token.
+    assert not [o for o in of_kind(render(), "Role") if o["metadata"]["name"].endswith("-catalog-reader")]

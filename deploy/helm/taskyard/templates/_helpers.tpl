@@ -125,9 +125,13 @@ default
 {{- define "taskyard.valuesWorkerNames" -}}
 {{- $managed := include "taskyard.operatorSpecialistNames" . | fromJsonArray -}}
 {{- $names := list -}}
+{{- /* With the kubernetes catalog source the catalog is the Specialist resources: the operator runs every
+     worker, and a values-driven one would find no entry of its own there. */ -}}
+{{- if ne .Values.catalog.source "kubernetes" -}}
 {{- range include "taskyard.specialistNames" . | fromJsonArray -}}
 {{- if not (has . $managed) -}}
 {{- $names = append $names . -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- range $name, $_ := .Values.worker.specialists -}}

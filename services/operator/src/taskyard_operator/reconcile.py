@@ -169,7 +169,7 @@ def pod_spec(template: WorkerTemplate, specialist: Specialist, env: EnvMap) -> d
         container["envFrom"] = [e.model_dump(mode="json", exclude_none=True) for e in specialist.pod.envFrom]
     spec: dict[str, Any] = {
         "serviceAccountName": template.service_account_name,
-        "automountServiceAccountToken": False,
+        "automountServiceAccountToken": template.automount_service_account_token,
     }
     if template.image_pull_secrets:
         spec["imagePullSecrets"] = template.image_pull_secrets
