@@ -206,9 +206,14 @@ def test_every_pod_is_locked_down(values):
     objects = render(*([values] if values else []))
     specs = pod_specs(objects)
     assert specs
+    reads_specialists = (
+        bool(values) and yaml.safe_load(values.read_text()).get("catalog", {}).get("source") == "kubernetes"
+    )
     for name, spec in specs:
-        # The operator is the one component that calls the Kubernetes API (its Role says what for).
-        assert spec["automountServiceAccountToken"] is name.endswith("-operator"), name
+        # The operator is the one component that calls the Kubernetes API (its Role says what for), and with
+        # catalog.source=kubernetes the services that read the Specialists (the catalog-reader Role).
+        reader = reads_specialists and name.endswith(("-api", "-broker-agent"))
+        assert spec["automountServiceAccountToken"] is (name.endswith("-operator") or reader), name
         assert spec["securityContext"]["runAsNonRoot"] is True, name
         assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
         for c in spec["containers"]:
@@ -356,3 +361,61 @@ def test_external_mode_triggers_read_the_whole_host_from_the_secret():
     for trigger in _rabbitmq_triggers(objects):
         assert "host" not in trigger["metadata"], "the Secret holds the whole management URL"
         assert trigger["metadata"]["protocol"] == "http"
+
+
+def test_editing_one_specialist_rolls_only_its_own_workers_pods(tmp_path):
+    """Every service follows the catalog file without a restart: only the edited specialist's worker pods
+    are hashed on its entry, and the API and broker agent pods on none."""
+    catalog = yaml.safe_load((CHART / "files" / "specialists.yaml").read_text())
+    catalog["specialists"][0]["instructions"] = "Edited."
+    edited = catalog["specialists"][0]["name"]
+    values = tmp_path / "edited-values.yaml"
+    values.write_text(yaml.safe_dump({"catalog": {"content": yaml.safe_dump(catalog)}}))
+
+    def pod_annotations(objects) -> dict[str, dict]:
+        return {
+            o["metadata"]["name"]: o["spec"]["template"]["metadata"].get("annotations", {})
+            for o in objects
+            if o["kind"] == "Deployment"
+        }
+
+    before, after = pod_annotations(render()), pod_annotations(render(values))
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {f"taskyard-worker-{edited}"}
+    for name, pod in before.items():
+        assert "checksum/catalog" not in pod
+        assert ("checksum/specialist" in pod) == ("-worker-" in name)
+
+
+def test_the_kubernetes_catalog_source_reads_specialists_with_a_role_of_its_own():
+    values = CHART / "ci" / "specialist-operator-catalog-values.yaml"
+    objects = render(values)
+    (role,) = [o for o in of_kind(objects, "Role") if o["metadata"]["name"].endswith("-catalog-reader")]
+    assert role["rules"] == [
+        {"apiGroups": ["taskyard.dev"], "resources": ["specialists"], "verbs": ["get", "list", "watch"]}
+    ]
+    (binding,) = [
+        o for o in of_kind(objects, "RoleBinding") if o["metadata"]["name"].endswith("-catalog-reader")
+    ]
+    assert {s["name"] for s in binding["subjects"]} == {
+        "taskyard-api",
+        "taskyard-broker-agent",
+        "taskyard-worker",
+    }
+    # The operator runs every worker (with the token), the chart none of its own.
+    assert not [o for o in of_kind(objects, "Deployment") if "-worker-" in o["metadata"]["name"]]
+    (config,) = [
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-operator")
+    ]
+    assert json.loads(config["data"]["TASKYARD_OPERATOR_WORKER"])["automount_service_account_token"] is True
+    for name, spec in pod_specs(objects):
+        env = {e["name"]: e.get("value") for c in spec["containers"] for e in c.get("env", [])}
+        if name.endswith(("-api", "-broker-agent")):
+            assert (env["TASKYARD_CATALOG_SOURCE"], env["TASKYARD_CATALOG_FALLBACK"]) == (
+                "kubernetes",
+                "general",
+            )
+    proc = run([tool("helm"), "template", "t", str(CHART), "--set", "catalog.source=kubernetes"], check=False)
+    assert proc.returncode != 0 and "set operator.enabled" in proc.stderr
+    # Without it, no Role and no token.
+    assert not [o for o in of_kind(render(), "Role") if o["metadata"]["name"].endswith("-catalog-reader")]

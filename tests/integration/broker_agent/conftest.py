@@ -22,6 +22,7 @@ from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import BrokerAgentSettings, SchedulerSettings, ServiceSettings
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import LiveCatalog
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import (
     IntakeMessage,
@@ -86,7 +87,7 @@ def make_context(
     def make(publisher: Publisher, **broker: Any) -> AgentContext:
         return AgentContext(
             settings=make_settings(**broker),
-            catalog=catalog,
+            live=LiveCatalog.fixed(catalog),
             topology=bus.topology,
             store=store,
             publisher=publisher,

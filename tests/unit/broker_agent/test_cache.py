@@ -60,3 +60,14 @@ def test_size_or_ttl_zero_turns_it_off():
     for cache in (DecisionCache(0, 60), DecisionCache(10, 0)):
         cache.put(cache_key("a"), DECISION)
         assert not cache.enabled and cache.get(cache_key("a")) is None
+
+
+def test_an_emptied_cache_keeps_its_limits_and_nothing_else():
+    cache = DecisionCache(2, 60.0)
+    decision = RoutingDecision(method=RoutingMethod.LLM, specialist="general", reason="r", confidence=0.9)
+    cache.put(cache_key("a request"), decision)
+    emptied = cache.emptied()
+    assert emptied.get(cache_key("a request")) is None and len(emptied) == 0 and emptied.enabled
+    assert (
+        cache.get(cache_key("a request")) is not None
+    )  # the old one is untouched (a call in flight may still use it)

@@ -1,7 +1,8 @@
 """Everything the API holds open: opened once at start, closed in reverse order when it stops.
 
 A broken catalog or an unreachable database stops the start (the orchestrator retries); an unreachable
-RabbitMQ does not: the API serves reads and answers 503 to submissions meanwhile.
+RabbitMQ does not: the API serves reads and answers 503 to submissions meanwhile. The catalog is followed
+(``live``) while the API runs: what it checks submissions against and lists is always the current one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from taskyard_api.tenancy.read_limit import ReadLimiter
 from taskyard_api.watching.watcher import Watcher
 from taskyard_api.webhooks.deliveries import WebhookDeliveries
 from taskyard_common import metrics
-from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
@@ -34,7 +36,7 @@ from taskyard_common.topology import Topology
 @dataclass(frozen=True, kw_only=True)
 class Resources:
     settings: ServiceSettings
-    catalog: Catalog
+    live: LiveCatalog
     topology: Topology
     store: TaskStore
     bus: BusLink
@@ -61,11 +63,14 @@ class Resources:
     async def open(cls, settings: ServiceSettings) -> AsyncIterator[Resources]:
         """Open everything and start the background rounds; on exit, close them in reverse order (the
         exit stack's callbacks run last-in first-out, also when opening failed half-way)."""
-        catalog = load_catalog(settings.catalog.path)
         # DELETE /v1/tasks/{id} and /v1/tenant/tasks count the rows they remove.
         metrics.init_store_labels(TABLES)
         topology = Topology(settings.amqp.prefix)
         async with AsyncExitStack() as stack:
+            live = await stack.enter_async_context(
+                open_live_catalog(settings.catalog, settings.db, sighup=True)
+            )
+            catalog = live.catalog
             store = await PostgresTaskStore.open(settings.db)
             stack.push_async_callback(store.close)
             # Closed after the sweeper, before the store: its last flush marks what the final requests
@@ -108,7 +113,7 @@ class Resources:
             sweeper.start()
             yield cls(
                 settings=settings,
-                catalog=catalog,
+                live=live,
                 topology=topology,
                 store=store,
                 bus=bus,
@@ -125,3 +130,8 @@ class Resources:
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 retention=RetentionStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
             )
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog now (it follows its source)."""
+        return self.live.catalog

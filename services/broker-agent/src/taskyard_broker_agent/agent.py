@@ -25,7 +25,10 @@ from taskyard_broker_agent.settings import ServiceSettings
 from taskyard_broker_agent.webhooks.dispatcher import Dispatcher
 from taskyard_common import metrics
 from taskyard_common.amqp import consume
+from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import diff
 from taskyard_common.messages import IntakeMessage
+from taskyard_common.topology import declare_specialist
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +78,31 @@ class BrokerAgent:
             self.settings.broker.reaper_interval_seconds,
         )
 
+    async def _catalog_changed(self, old: Catalog, new: Catalog) -> None:
+        """Before a new catalog takes effect: its new specialists' queues declared (so that nothing is
+        routed to a queue that does not exist), the router rebuilt (prompt, rules, guard, an empty cache),
+        the metric labels and sampled queues extended. A removed specialist's queues stay (they may hold
+        tasks; the operator deletes them when asked)."""
+        resources = self.resources
+        if resources is None:
+            return
+        added = diff(old, new).added
+        if added:
+            channel = await resources.connection.channel()
+            try:
+                for name in added:
+                    await declare_specialist(channel, resources.topology, name, self.settings.amqp)
+            finally:
+                if not channel.is_closed:
+                    await channel.close()
+        resources.router.use_catalog(new)
+        metrics.init_broker_labels(new.names)
+        if self._queue_metrics is not None:
+            self._queue_metrics.use_names(new.names)
+
     async def _start_parts(self, resources: Resources) -> None:
         metrics.init_broker_labels(resources.catalog.names)
+        resources.live.on_change(self._catalog_changed)
         if resources.router.uses_llm:
             metrics.init_llm_labels(self.settings.llm.model)
         context = resources.context()

@@ -37,22 +37,42 @@ class QueueMetrics:
     ) -> None:
         """Samples every queue of the catalog's specialists (work, quarantine), the intake and the
         dead-letter queue on ``connection``; the oldest-task age of the intake and work queues."""
-        topology, names = context.topology, context.catalog.names
+        self._topology = context.topology
         self._connection = connection
         self._store = context.store
-        self._intake_queue = topology.intake_queue
+        self._intake_queue = context.topology.intake_queue
+        self._specialist_queues: dict[str, str] = {}
+        self._queues: list[str] = []
+        self._loop = PeriodicTask("queue-metrics", interval_seconds, self.sample, first_after=0, logger=log)
+        self.use_names(context.catalog.names)
+
+    def use_names(self, names: list[str]) -> None:
+        """Sample the queues of these specialists from the next round on (the catalog changed); the series
+        of queues no longer sampled are removed rather than left at their last value."""
+        topology = self._topology
+        before = set(self._queues) | {self._intake_queue, *self._specialist_queues.values()}
         self._specialist_queues = {name: topology.specialist_queue(name) for name in names}
         self._queues = [
             *topology.work_queue_names(names),
             *(topology.quarantine_queue(name) for name in names),
             topology.dead_letter_queue,
         ]
-        self._loop = PeriodicTask("queue-metrics", interval_seconds, self.sample, first_after=0, logger=log)
         for name in self._queues:
             metrics.QUEUE_MESSAGES_READY.labels(name)
             metrics.QUEUE_CONSUMERS.labels(name)
         for name in (self._intake_queue, *self._specialist_queues.values()):
             metrics.QUEUE_OLDEST_TASK_AGE.labels(name)
+        after = set(self._queues) | {self._intake_queue, *self._specialist_queues.values()}
+        for name in before - after:
+            for gauge in (
+                metrics.QUEUE_MESSAGES_READY,
+                metrics.QUEUE_CONSUMERS,
+                metrics.QUEUE_OLDEST_TASK_AGE,
+            ):
+                try:
+                    gauge.remove(name)
+                except KeyError:
+                    pass
 
     def start(self) -> None:
         self._loop.start()

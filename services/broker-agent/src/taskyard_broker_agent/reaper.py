@@ -74,7 +74,7 @@ class Reaper:
         self._store = context.store
         self._publisher = context.publisher
         self._topology = context.topology
-        self._specialists = context.specialists
+        self._context = context
         # A lease may expire as often as a message may be delivered; then the task is dead-lettered.
         self._max_expirations = settings.amqp.delivery_limit
         self._republish_after = timedelta(seconds=settings.broker.republish_after_seconds)
@@ -172,7 +172,7 @@ class Reaper:
         if outcome is TaskStatus.DEAD_LETTERED:
             metrics.LEASES_RECLAIMED.labels("dead_lettered").inc()
             metrics.DEAD_LETTERS.labels("delivery_limit").inc()
-            metrics.count_dead_lettered(task.specialist, self._specialists)
+            metrics.count_dead_lettered(task.specialist, self._context.specialists)
             log.warning(
                 "task %s dead-lettered: its lease expired %d times (reason=delivery_limit queue=lease)",
                 task.id,

@@ -1,7 +1,8 @@
 """Everything the broker agent process holds open: opened once at start, closed once, in reverse order.
 
 The catalog is read before anything connects, so a bad catalog fails at once (exit 2, see ``main``)
-instead of after connecting to the database and the broker.
+instead of after connecting to the database and the broker; it is then followed (``live``) while the
+agent runs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import ServiceSettings
 from taskyard_broker_agent.webhooks.outbox import Outbox
 from taskyard_common.amqp import Publisher, connect, server_version
-from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.event_bus import EventNotifier
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.health import HealthServer, ReadyCheck
@@ -39,7 +41,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, kw_only=True)
 class Resources:
     settings: ServiceSettings
-    catalog: Catalog
+    live: LiveCatalog
     topology: Topology
     store: PostgresTaskStore
     router: Router
@@ -64,9 +66,12 @@ class Resources:
     @asynccontextmanager
     async def open(cls, settings: ServiceSettings, *, ready: ReadyCheck) -> AsyncIterator[Resources]:
         """Open everything, yield it, close it in reverse order. ``ready`` answers ``/readyz``."""
-        catalog = load_catalog(settings.catalog.path)
         topology = Topology(settings.amqp.prefix)
         async with AsyncExitStack() as stack:
+            live = await stack.enter_async_context(
+                open_live_catalog(settings.catalog, settings.db, sighup=True)
+            )
+            catalog = live.catalog
             store = await PostgresTaskStore.open(settings.db)
             stack.push_async_callback(store.close)
             router = Router.create(
@@ -107,7 +112,7 @@ class Resources:
             stack.push_async_callback(health.close)
             yield cls(
                 settings=settings,
-                catalog=catalog,
+                live=live,
                 topology=topology,
                 store=store,
                 router=router,
@@ -126,11 +131,15 @@ class Resources:
                 retention=RetentionStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
             )
 
+    @property
+    def catalog(self) -> Catalog:
+        return self.live.catalog
+
     def context(self) -> AgentContext:
         """What the agent's parts work with."""
         return AgentContext(
             settings=self.settings,
-            catalog=self.catalog,
+            live=self.live,
             topology=self.topology,
             store=self.store,
             publisher=self.publisher,

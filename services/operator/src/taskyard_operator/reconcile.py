@@ -8,6 +8,8 @@ operator's owner reference and its own `app.kubernetes.io/managed-by` label. No 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -167,7 +169,7 @@ def pod_spec(template: WorkerTemplate, specialist: Specialist, env: EnvMap) -> d
         container["envFrom"] = [e.model_dump(mode="json", exclude_none=True) for e in specialist.pod.envFrom]
     spec: dict[str, Any] = {
         "serviceAccountName": template.service_account_name,
-        "automountServiceAccountToken": False,
+        "automountServiceAccountToken": template.automount_service_account_token,
     }
     if template.image_pull_secrets:
         spec["imagePullSecrets"] = template.image_pull_secrets
@@ -301,6 +303,13 @@ def _metadata(template: WorkerTemplate, specialist: str, owner: dict[str, Any] |
     return meta
 
 
+def specialist_checksum(specialist: Specialist) -> str:
+    """sha256 of this specialist's catalog entry alone: editing it rolls its own pods, and editing another
+    specialist rolls nothing here (every service follows the catalog without a restart)."""
+    entry = json.dumps(specialist.catalog.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(entry.encode()).hexdigest()
+
+
 def deployment(
     template: WorkerTemplate, specialist: Specialist, env: EnvMap, owner: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -313,7 +322,10 @@ def deployment(
     spec["template"] = {
         "metadata": {
             "labels": _labels(template, specialist.name),
-            "annotations": {"checksum/catalog": template.catalog_checksum, **template.pod_annotations},
+            "annotations": {
+                "checksum/specialist": specialist_checksum(specialist),
+                **template.pod_annotations,
+            },
         },
         "spec": pod_spec(template, specialist, env),
     }

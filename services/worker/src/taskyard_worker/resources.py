@@ -38,16 +38,21 @@ class StartupError(ConfigurationError):
     """The worker is misconfigured (catalog, specialist name, tools): retrying cannot help (exit 2)."""
 
 
-def load_spec(settings: ServiceSettings, specialist: str) -> tuple[Catalog, SpecialistSpec]:
-    """The catalog and this worker's spec, with its tool names checked; ``StartupError`` otherwise."""
-    try:
-        catalog = load_catalog(settings.catalog.path)
-    except CatalogError as exc:
-        raise StartupError(str(exc)) from None
+def load_spec(
+    settings: ServiceSettings, specialist: str, catalog: Catalog | None = None
+) -> tuple[Catalog, SpecialistSpec]:
+    """The catalog (``catalog``, else the file's) and this worker's spec, with its tool names checked;
+    ``StartupError`` otherwise."""
+    if catalog is None:
+        try:
+            catalog = load_catalog(settings.catalog.path)
+        except CatalogError as exc:
+            raise StartupError(str(exc)) from None
     spec = catalog.get(specialist)
     if spec is None:
         raise StartupError(
-            f"unknown specialist {specialist!r} in {settings.catalog.path}; known: {', '.join(catalog.names)}"
+            f"unknown specialist {specialist!r} in the {settings.catalog.source} catalog; "
+            f"known: {', '.join(catalog.names)}"
         )
     try:
         check_tool_names(spec.tools)
@@ -115,10 +120,13 @@ class WorkerResources:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, settings: ServiceSettings, specialist: str) -> AsyncIterator[WorkerResources]:
+    async def open(
+        cls, settings: ServiceSettings, specialist: str, *, catalog: Catalog | None = None
+    ) -> AsyncIterator[WorkerResources]:
         """Check the configuration, open everything, yield; on exit close what was opened, in reverse
-        order: health first (stop advertising readiness), the store last."""
-        catalog, spec = load_spec(settings, specialist)
+        order: health first (stop advertising readiness), the store last. ``catalog``: the catalog now
+        (None: read the file)."""
+        catalog, spec = load_spec(settings, specialist, catalog)
         async with AsyncExitStack() as stack:
             store = await PostgresTaskStore.open(settings.db)
             stack.push_async_callback(store.close)

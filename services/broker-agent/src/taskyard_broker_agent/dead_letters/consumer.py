@@ -58,7 +58,7 @@ class DeadLetterConsumer:
     def __init__(self, context: AgentContext) -> None:
         self._store = context.store
         self._topology = context.topology
-        self._specialists = context.specialists
+        self._context = context
         self._retry_base = context.settings.broker.retry_base_seconds
         self._retry_max = context.settings.broker.retry_max_seconds
 
@@ -103,7 +103,7 @@ class DeadLetterConsumer:
         )
         metrics.DEAD_LETTERS.labels(letter.reason).inc()
         if recorded:
-            metrics.count_dead_lettered(letter.specialist, self._specialists)
+            metrics.count_dead_lettered(letter.specialist, self._context.specialists)
             log.warning(
                 "task %s dead-lettered: reason=%s queue=%s specialist=%s",
                 letter.task_id,

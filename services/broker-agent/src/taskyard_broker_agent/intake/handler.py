@@ -69,7 +69,7 @@ def delay_target(message: IntakeMessage) -> str:
 
 class IntakeHandler:
     def __init__(self, context: AgentContext) -> None:
-        self._catalog = context.catalog
+        self._context = context
         self._store = context.store
         self._publisher = context.publisher
         self._router = context.router
@@ -89,7 +89,12 @@ class IntakeHandler:
 
     async def handle(self, message: IntakeMessage) -> None:
         started = time.perf_counter()
-        explicit = explicit_decision(message, self._catalog)
+        requested = message.requested_specialist
+        if requested is not None and self._context.catalog.get(requested) is None:
+            # The API may know a new specialist before this process's next look at the catalog source: look
+            # now, rather than fail the task as unknown.
+            await self._context.live.refresh()
+        explicit = explicit_decision(message, self._context.catalog)
         if explicit is not None and not not_due(message, datetime.now(UTC)):
             # Nothing to decide, so nothing to protect by reading the task first: one conditional statement
             # records the decision, and only when it does not apply is the task read to see why.
@@ -97,7 +102,7 @@ class IntakeHandler:
             await self._carry_out(message, Record(explicit))
             return
         task = await self._store.get(message.task_id)
-        await self._carry_out(message, decide_intake(message, task, self._catalog, datetime.now(UTC)))
+        await self._carry_out(message, decide_intake(message, task, self._context.catalog, datetime.now(UTC)))
 
     async def _carry_out(self, message: IntakeMessage, action: IntakeAction) -> None:
         task_id = message.task_id
@@ -192,7 +197,7 @@ class IntakeHandler:
             )
             for part in decision.parts
         ]
-        combined = decision.model_copy(update={"specialist": self._catalog.combiner})
+        combined = decision.model_copy(update={"specialist": self._context.catalog.combiner})
         children = await self._store.route_parts(message.task_id, combined, group_id, parts, deadline)
         if children is None:
             await self._refused(message)
@@ -214,7 +219,9 @@ class IntakeHandler:
         """The store refused to record a decision: read the task and follow it."""
         task = await self._store.get(message.task_id)
         now = datetime.now(UTC)
-        await self._carry_out(message, decide_intake(message, task, self._catalog, now, route_refused=True))
+        await self._carry_out(
+            message, decide_intake(message, task, self._context.catalog, now, route_refused=True)
+        )
 
     async def _publish(self, message: IntakeMessage, decision: RoutingDecision, routed: RoutedTask) -> None:
         work = WorkMessage(

@@ -4,8 +4,8 @@ The key is a digest of the tenant and the normalized request (case, accents, wid
 a JSON object with sorted keys), so "Summarize THIS  report" and "summarize this report" of one tenant share
 one LLM call. The tenant is part of the key: a decision served from the cache says so (``cached``, no
 tokens, a short latency), which would tell a tenant that another one sent the same text within the TTL.
-Only the digest and the decision are held, never the request. A cache belongs to one ``Router``, i.e. one catalog
-and one model: a changed catalog starts a new process with an empty cache.
+Only the digest and the decision are held, never the request. A cache belongs to one ``Router``, i.e. one
+catalog and one model: when the catalog changes, the router starts over with an empty cache (``emptied``).
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ class DecisionCache:
         self._ttl = ttl_seconds
         self._clock = clock
         self._entries: OrderedDict[bytes, tuple[float, RoutingDecision]] = OrderedDict()
+
+    def emptied(self) -> DecisionCache:
+        """A new, empty cache with the same limits (a decision for another catalog must not be served)."""
+        return DecisionCache(self._max, self._ttl, clock=self._clock)
 
     @property
     def enabled(self) -> bool:

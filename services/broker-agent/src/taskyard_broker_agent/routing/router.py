@@ -178,6 +178,15 @@ class Router:
             cache=DecisionCache(cache_size, cache_ttl_seconds),
         )
 
+    def use_catalog(self, catalog: Catalog) -> None:
+        """Route with ``catalog`` from now on: a new prompt, rules and guard, and an empty cache. A routing
+        call in flight finishes with what it started with (and caches into the old cache, now dropped)."""
+        limit = self._prompt.max_request_chars
+        self._prompt = RoutingPrompt.from_catalog(catalog, max_request_chars=limit)
+        self._rules = RulesRouter(catalog)
+        self._guard = DirectiveGuard(catalog.names)
+        self._cache = self._cache.emptied()
+
     @property
     def uses_llm(self) -> bool:
         return self._client is not None
@@ -224,7 +233,9 @@ class Router:
             # Nothing but "send this to X": there is nothing left for the LLM to read.
             return self._guarded(self._fallback(request, GUARD, "the request held only routing directives"),
                                  inspection)  # fmt: skip
-        cached = self._cache.get(key) if key is not None else None
+        # This call's prompt and cache, even if the catalog changes while the LLM answers.
+        prompt, cache = self._prompt, self._cache
+        cached = cache.get(key) if key is not None else None
         metrics.ROUTING_CACHE.labels("miss" if cached is None else "hit").inc()
         if cached is not None:
             update = {"cached": True, "llm_calls": 0, "tokens": 0, "guard": inspection.label or None}
@@ -235,9 +246,9 @@ class Router:
                 with metrics.track_llm_request(self._model):
                     response = await self._client.chat.completions.create(
                         model=self._model,
-                        messages=self._prompt.messages(request),
-                        tools=[self._prompt.tool],
-                        tool_choice=self._prompt.tool_choice,
+                        messages=prompt.messages(request),
+                        tools=[prompt.tool],
+                        tool_choice=prompt.tool_choice,
                         temperature=0,
                     )
         except Exception as exc:
@@ -247,7 +258,7 @@ class Router:
             return self._guarded(self._fallback(request, LLM_ERROR, _describe(exc), calls=1), inspection)
         tokens = _count_tokens(response)
         try:
-            decision = parse_answer(response, self._prompt.specialists, self._min_confidence)
+            decision = parse_answer(response, prompt.specialists, self._min_confidence)
         except InvalidAnswer as exc:
             return self._guarded(
                 self._fallback(request, INVALID_ANSWER, str(exc), calls=1, tokens=tokens), inspection
@@ -256,7 +267,7 @@ class Router:
         if inspection.fired and _named(decision) & inspection.targets:
             decision = self._second_opinion(request, decision)
         if key is not None:
-            self._cache.put(key, decision)
+            cache.put(key, decision)
         return self._guarded(decision, inspection)
 
     def _second_opinion(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
