@@ -13,11 +13,19 @@ from dataclasses import dataclass
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.retry import backoff_seconds
-from taskyard_common.store import StartOutcome, StartResult, TaskRecord
+from taskyard_common.store import DeferralReason, StartOutcome, StartResult, TaskRecord
+from taskyard_worker.fair_share import FAIR_SHARE_DEFER_SECONDS
 from taskyard_worker.flights import Source
 
 # A quarantined message whose task another worker holds waits in place, polling the store this often.
 LEASE_POLL_SECONDS = 1.0
+# A task whose tenant runs its max_running already comes back after 1 s, then 2 s, then every 5 s: soon while
+# the refusals are few, less often for a long backlog, whose every round costs a delivery per message.
+CAP_DEFER_MAX_SECONDS = 5.0
+_REFUSED = {
+    DeferralReason.TENANT_MAX_RUNNING: "its tenant runs its max_running tasks already",
+    DeferralReason.FAIR_SHARE: "its tenant holds its fair share of this worker's slots",
+}
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,7 @@ class Defer:
 
     delay_seconds: float
     reason: str  # why, for the log line
+    label: str  # why, for taskyard_task_start_deferrals_total (metrics.START_DEFERRAL_REASONS)
 
 
 @dataclass(frozen=True)
@@ -80,8 +89,10 @@ def decide_start(
         return Run(result.record)
     if outcome is StartOutcome.LEASED:
         return _leased(result, source, settle_after_seconds, waited_seconds, stopping)
+    if outcome is StartOutcome.DEFERRED:
+        return defer_refused(result.reason or DeferralReason.TENANT_MAX_RUNNING, result.deferrals)
     if outcome is StartOutcome.NOT_ROUTED:
-        return Defer(1, "its routing is not committed yet")
+        return Defer(1, "its routing is not committed yet", "not_routed")
     if outcome is StartOutcome.EXPIRED:
         return Finish(
             "expired", TaskStatus.FAILED, "its deadline passed before it started; failed as expired"
@@ -114,7 +125,7 @@ def _leased(
             return HandBack()
         return WaitForLease(min(result.lease_remaining_seconds + 0.05, LEASE_POLL_SECONDS))
     # Another worker runs it: come back once its lease may have run out. Not charged.
-    return Defer(result.lease_remaining_seconds + 1, "another worker holds its lease")
+    return Defer(result.lease_remaining_seconds + 1, "another worker holds its lease", "leased")
 
 
 def defer_while_store_unavailable(
@@ -123,4 +134,18 @@ def defer_while_store_unavailable(
     """The store could not be asked: nothing started, so send the message round again after the
     specialist's backoff rather than reject it (a reject would count a delivery toward the limit)."""
     delay = backoff_seconds(attempt, spec.backoff_base_seconds, spec.backoff_max_seconds, rng)
-    return Defer(delay, "the store is unavailable")
+    return Defer(delay, "the store is unavailable", "store_unavailable")
+
+
+def cap_deferral_seconds(deferrals: int) -> float:
+    """The wait before the ``deferrals``-th refusal in a row (1-based) for the tenant's cap is retried."""
+    return min(CAP_DEFER_MAX_SECONDS, 2.0 ** max(0, deferrals - 1))
+
+
+def defer_refused(reason: DeferralReason, deferrals: int) -> Defer:
+    """The store (or the fair share) refused the start: nothing was charged, send it round again."""
+    if reason is DeferralReason.FAIR_SHARE:
+        delay = FAIR_SHARE_DEFER_SECONDS
+    else:
+        delay = cap_deferral_seconds(deferrals)
+    return Defer(delay, _REFUSED[reason], reason.value)

@@ -20,6 +20,7 @@ from taskyard_common.store.groups import GroupRecord
 from taskyard_common.store.records import (
     Cursor,
     DeadLetterRecord,
+    DeferralReason,
     IdempotentCreate,
     NewTask,
     RoutedTask,
@@ -28,6 +29,7 @@ from taskyard_common.store.records import (
     TaskRecord,
     WaitingAges,
 )
+from taskyard_common.store.tenant_limits import TenantWaiting
 from taskyard_common.task_errors import TaskError
 
 
@@ -133,15 +135,26 @@ class TaskStore(Protocol):
 
     async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
         """Take the task's lease: queued/retrying (or running with an expired lease, or already ours) →
-        running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first."""
+        running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first, then its
+        tenant's ``max_running``: at the cap, ``DEFERRED`` (reason ``tenant_max_running``, noted in its
+        attempt history, nothing charged)."""
+        ...
+
+    async def defer_start(self, task_id: UUID, reason: DeferralReason, attempt: int) -> StartResult | None:
+        """Refuse to start a startable task now for ``reason`` (noted in its attempt history); None when
+        it is not startable (``start`` tells what it is instead)."""
+        ...
+
+    async def tenant_load(self, specialist: str) -> dict[str, TenantWaiting]:
+        """Per tenant with work waiting for ``specialist``: how much, and its room under its cap."""
         ...
 
     async def start_many(
         self, attempts: dict[UUID, int], *, owner: str, lease_seconds: float
     ) -> dict[UUID, TaskRecord]:
         """``start``'s usual case for many tasks (task id → message attempt) in one statement: those queued or
-        retrying, not cancelled, not past their deadline and not locked by another transaction become
-        running under ``owner``'s lease. Returns the started ones; the rest need ``start``."""
+        retrying, not cancelled, not past their deadline, of a tenant without a cap and not locked by
+        another transaction become running under ``owner``'s lease. Returns the started ones; the rest need ``start``."""
         ...
 
     async def heartbeat(

@@ -17,6 +17,7 @@ from taskyard_common.store.idempotency import IdempotencyQueries
 from taskyard_common.store.reads import ReadQueries
 from taskyard_common.store.steps import StepQueries
 from taskyard_common.store.submissions import SubmissionQueries
+from taskyard_common.store.tenant_limits import TenantLoadQueries
 from taskyard_common.store.transitions import TransitionQueries
 from taskyard_common.store.workflows import WorkflowQueries
 
@@ -32,6 +33,7 @@ class PostgresTaskStore(
     EventQueries,
     DeadLetterQueries,
     IdempotencyQueries,
+    TenantLoadQueries,
     PoolStore,
 ):
     @classmethod

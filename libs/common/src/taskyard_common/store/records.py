@@ -107,7 +107,16 @@ class StartOutcome(StrEnum):
     CANCELLED = "cancelled"  # cancellation was requested before it started: now cancelled
     NOT_ROUTED = "not_routed"  # still pending: the routing commit is not visible yet
     WAITING = "waiting"  # it waits for the child tasks it delegated to: a stray duplicate, nothing to run
+    # Not started now, and the refusal is in its attempt history: send it round again (uncharged).
+    DEFERRED = "deferred"
     UNKNOWN = "unknown"
+
+
+class DeferralReason(StrEnum):
+    """Why a startable task was not started now (an attempt history entry ``start_deferred``)."""
+
+    TENANT_MAX_RUNNING = "tenant_max_running"  # its tenant runs its max_running tasks already
+    FAIR_SHARE = "fair_share"  # its tenant holds its share of the worker's slots while others wait
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,9 @@ class StartResult:
     record: TaskRecord | None = None
     # For LEASED: seconds until the other worker's lease runs out.
     lease_remaining_seconds: float = 0.0
+    # For DEFERRED: why, and how many times in a row (this one included) it was deferred for that reason.
+    reason: DeferralReason | None = None
+    deferrals: int = 0
 
 
 @dataclass(frozen=True)
