@@ -32,7 +32,12 @@ async def running_of(store, tenant):
 
 async def test_limits_are_set_read_listed_and_dropped(store):
     limits = TenantLimitStore(store.pool)
-    assert await limits.get("acme") is None and await limits.list() == []
+    unset = await limits.get("acme")
+    assert (unset.max_running, unset.running, unset.updated_at) == (
+        None,
+        0,
+        None,
+    ) and await limits.list() == []
     set_ = await limits.put("acme", max_running=3)
     assert (set_.tenant, set_.max_running, set_.running) == ("acme", 3, 0)
     [task] = await queued(store, "acme")
@@ -44,7 +49,7 @@ async def test_limits_are_set_read_listed_and_dropped(store):
     with pytest.raises(ValueError):
         await limits.put("acme", max_running=0)
     assert await limits.delete("acme") and not await limits.delete("acme")
-    assert await limits.get("acme") is None
+    assert (await limits.get("acme")).max_running is None
 
 
 async def test_the_cap_holds_under_concurrent_starters(store, db_settings):

@@ -25,6 +25,7 @@ from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.store.schedules import ScheduleStore
+from taskyard_common.store.tenant_limits import TenantLimitStore
 from taskyard_common.topology import Topology
 
 
@@ -48,6 +49,8 @@ class Resources:
     watcher: Watcher
     # The cron schedules, on the task store's pool.
     schedules: ScheduleStore
+    # The tenants' limits (max_running), on the task store's pool.
+    tenant_limits: TenantLimitStore
 
     @classmethod
     @asynccontextmanager
@@ -110,4 +113,7 @@ class Resources:
                 deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 watcher=watcher,
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                tenant_limits=TenantLimitStore(
+                    store.pool, acquire_timeout=settings.db.command_timeout_seconds
+                ),
             )

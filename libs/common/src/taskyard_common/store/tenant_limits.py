@@ -23,6 +23,11 @@ _COLUMNS = (
     "l.tenant, l.max_running, l.updated_at,"
     " (SELECT count(*) FROM tasks r WHERE r.tenant = l.tenant AND r.status = 'running') AS running"
 )
+_GET = (
+    "SELECT $1::text AS tenant, l.max_running, l.updated_at,"
+    " (SELECT count(*) FROM tasks r WHERE r.tenant = $1 AND r.status = 'running') AS running"
+    " FROM (SELECT 1) AS one LEFT JOIN tenant_limits l ON l.tenant = $1"
+)
 _PUT = (
     "WITH put AS (INSERT INTO tenant_limits AS l (tenant, max_running) VALUES ($1, $2)"
     " ON CONFLICT (tenant) DO UPDATE SET max_running = EXCLUDED.max_running, updated_at = clock_timestamp()"
@@ -48,7 +53,7 @@ _LOAD = (
 class TenantLimit:
     tenant: str
     max_running: int | None  # None: unlimited
-    updated_at: datetime
+    updated_at: datetime | None  # None: never set (the defaults)
     # Its tasks running now across the fleet (when read).
     running: int
 
@@ -65,9 +70,11 @@ class TenantWaiting:
 class TenantLimitStore(PoolStore):
     """The limits an operator sets (``taskyard-admin tenants``, ``/v1/tenants/{tenant}/limits``)."""
 
-    async def get(self, tenant: str) -> TenantLimit | None:
-        row = await self._fetchrow(f"SELECT {_COLUMNS} FROM tenant_limits l WHERE l.tenant = $1", tenant)
-        return _limit(row) if row is not None else None
+    async def get(self, tenant: str) -> TenantLimit:
+        """The tenant's limits; the defaults (unlimited, ``updated_at`` None) when none were set."""
+        row = await self._fetchrow(_GET, tenant)
+        assert row is not None
+        return _limit(row)
 
     async def put(self, tenant: str, *, max_running: int | None) -> TenantLimit:
         """Set (or replace) the tenant's limits; starts see the new cap from their next transaction."""
