@@ -65,7 +65,8 @@ async def test_the_cap_holds_under_concurrent_starters(store, db_settings):
         for round_ in range(3):
             waiting = [t for t in tasks if (await store.get(t)).status is TaskStatus.QUEUED]
             singles = [
-                starters[i % 3].start(t, owner=f"w{i % 3}", lease_seconds=30, attempt=1)
+                # Half of them as a worker that knows the tenant is capped (no one-statement attempt).
+                starters[i % 3].start(t, owner=f"w{i % 3}", lease_seconds=30, attempt=1, capped=i % 2 == 0)
                 for i, t in enumerate(waiting)
             ]
             batch = starters[0].start_many(

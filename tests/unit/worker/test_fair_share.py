@@ -120,3 +120,19 @@ def test_cap_deferrals_back_off_to_five_seconds(deferrals: int):
     from taskyard_worker.starts import cap_deferral_seconds
 
     assert cap_deferral_seconds(deferrals) == {1: 1, 2: 2, 3: 4, 10: 5}[deferrals]
+
+
+def test_a_long_backlog_stays_away_longer_so_it_returns_at_a_bounded_rate():
+    from taskyard_worker.fair_share import spread_seconds
+
+    assert [spread_seconds(n) for n in (0, 10, 49, 60, 200, 2000, 100_000)] == [0, 0, 0, 1, 2, 30, 60]
+
+
+def test_a_refusal_waits_for_the_longer_of_its_backoff_and_its_spread():
+    from taskyard_common.store import DeferralReason
+    from taskyard_worker.starts import defer_refused
+
+    assert defer_refused(DeferralReason.FAIR_SHARE, 7).delay_seconds == 1
+    assert defer_refused(DeferralReason.FAIR_SHARE, 1, backlog=2000).delay_seconds == 30
+    capped = defer_refused(DeferralReason.TENANT_MAX_RUNNING, 3, backlog=100)
+    assert (capped.delay_seconds, capped.label) == (4, "tenant_max_running")

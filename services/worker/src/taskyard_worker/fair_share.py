@@ -29,15 +29,23 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 
+from taskyard_common.retry import hop_tier
 from taskyard_common.store import TaskStore
 from taskyard_common.store.tenant_limits import TenantWaiting
+from taskyard_common.topology import DELAY_TIERS
 
 log = logging.getLogger(__name__)
 
 # How old the snapshot of waiting work may be before a delivery reads it again.
 REFRESH_SECONDS = 1.0
-# How long a delivery refused its share waits in a delay queue: one tier, just enough to let others pass.
+# How long a delivery refused its share waits in a delay queue, at least: one tier, to let others pass.
 FAIR_SHARE_DEFER_SECONDS = 1.0
+# A refused tenant's backlog comes back from the delay queues at about this many messages a second, however
+# long it is (see ``spread_seconds``): each return costs a delivery, so a 2,000-task backlog refused every
+# second would keep every free slot busy refusing it, and another tenant's few tasks would queue behind it.
+SPREAD_PER_SECOND = 50.0
+# ... but never away longer than this: a huge backlog refused only for a moment must come back in time.
+MAX_SPREAD_SECONDS = 60.0
 
 
 def within_share(
@@ -60,6 +68,14 @@ def within_share(
             lack = min(lack, load.cap_room)
         owed += max(0, lack)
     return free_after >= owed
+
+
+def spread_seconds(backlog: int) -> float:
+    """How long a refused task of a tenant with ``backlog`` tasks waiting should stay away, so that the
+    backlog returns at about ``SPREAD_PER_SECOND`` (the longest delay tier that does not exceed it), at
+    most ``MAX_SPREAD_SECONDS``."""
+    wanted = min(backlog / SPREAD_PER_SECOND, MAX_SPREAD_SECONDS)
+    return float(hop_tier(wanted)) if wanted >= DELAY_TIERS[0] else 0.0
 
 
 class FairShare:
@@ -105,6 +121,16 @@ class FairShare:
             return False
         self._held[key] += 1
         return True
+
+    def capped(self, tenant: str | None) -> bool:
+        """Whether the snapshot shows a cap for ``tenant`` (its start skips the one-statement attempts)."""
+        load = self._waiting.get(tenant) if tenant is not None else None
+        return load is not None and load.cap_room is not None
+
+    def backlog(self, tenant: str | None) -> int:
+        """The tenant's tasks waiting for the specialist, as of the snapshot (0: unknown)."""
+        load = self._waiting.get(tenant) if tenant is not None else None
+        return load.waiting if load is not None else 0
 
     def release(self, tenant: str | None) -> None:
         key = tenant or ""

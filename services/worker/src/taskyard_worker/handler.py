@@ -162,11 +162,14 @@ class WorkHandler:
                 message.task_id, DeferralReason.FAIR_SHARE, message.attempt
             )
             if refused is not None:
-                return defer_refused(DeferralReason.FAIR_SHARE, refused.deferrals)
+                return defer_refused(
+                    DeferralReason.FAIR_SHARE, refused.deferrals, self._fair.backlog(message.tenant)
+                )
             # Not startable (cancelled, finished, leased...): the start below says what to do instead.
         loop = asyncio.get_running_loop()
         waiting_since: float | None = None
-        result = await self._starts.start(message.task_id, message.attempt)
+        capped = self._fair.capped(message.tenant)
+        result = await self._starts.start(message.task_id, message.attempt, capped=capped)
         while True:
             decision = decide_start(
                 result,
@@ -174,6 +177,7 @@ class WorkHandler:
                 settle_after_seconds=self._ctx.settings.settle_after_seconds,
                 waited_seconds=None if waiting_since is None else loop.time() - waiting_since,
                 stopping=self._stopping.is_set(),
+                backlog=self._fair.backlog(message.tenant),
             )
             if not isinstance(decision, WaitForLease):
                 return decision
@@ -184,7 +188,7 @@ class WorkHandler:
             try:
                 await asyncio.wait_for(self._stopping.wait(), decision.poll_seconds)
             except TimeoutError:
-                result = await self._starts.start(message.task_id, message.attempt)
+                result = await self._starts.start(message.task_id, message.attempt, capped=capped)
             # Stopping: decided again on the same answer, which hands the message back.
 
     async def _carry_out(self, flight: Flight, action: StartAction) -> None:

@@ -14,7 +14,7 @@ from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.retry import backoff_seconds
 from taskyard_common.store import DeferralReason, StartOutcome, StartResult, TaskRecord
-from taskyard_worker.fair_share import FAIR_SHARE_DEFER_SECONDS
+from taskyard_worker.fair_share import FAIR_SHARE_DEFER_SECONDS, spread_seconds
 from taskyard_worker.flights import Source
 
 # A quarantined message whose task another worker holds waits in place, polling the store this often.
@@ -78,10 +78,11 @@ def decide_start(
     settle_after_seconds: float,
     waited_seconds: float | None = None,
     stopping: bool = False,
+    backlog: int = 0,
 ) -> StartDecision:
     """The decision for ``result``, the store's answer to this delivery's start. ``waited_seconds``: how
     long it has waited in quarantine for another worker's lease (None: not yet); ``stopping``: the worker
-    is handing its deliveries back."""
+    is handing its deliveries back; ``backlog``: the task's tenant's waiting tasks (for a refusal's delay)."""
     outcome = result.outcome
     if outcome is StartOutcome.STARTED:
         if result.record is None:
@@ -90,7 +91,7 @@ def decide_start(
     if outcome is StartOutcome.LEASED:
         return _leased(result, source, settle_after_seconds, waited_seconds, stopping)
     if outcome is StartOutcome.DEFERRED:
-        return defer_refused(result.reason or DeferralReason.TENANT_MAX_RUNNING, result.deferrals)
+        return defer_refused(result.reason or DeferralReason.TENANT_MAX_RUNNING, result.deferrals, backlog)
     if outcome is StartOutcome.NOT_ROUTED:
         return Defer(1, "its routing is not committed yet", "not_routed")
     if outcome is StartOutcome.EXPIRED:
@@ -142,10 +143,11 @@ def cap_deferral_seconds(deferrals: int) -> float:
     return min(CAP_DEFER_MAX_SECONDS, 2.0 ** max(0, deferrals - 1))
 
 
-def defer_refused(reason: DeferralReason, deferrals: int) -> Defer:
-    """The store (or the fair share) refused the start: nothing was charged, send it round again."""
+def defer_refused(reason: DeferralReason, deferrals: int, backlog: int = 0) -> Defer:
+    """The store (or the fair share) refused the start: nothing was charged, send it round again; the
+    longer the tenant's ``backlog``, the longer it stays away (``fair_share.spread_seconds``)."""
     if reason is DeferralReason.FAIR_SHARE:
         delay = FAIR_SHARE_DEFER_SECONDS
     else:
         delay = cap_deferral_seconds(deferrals)
-    return Defer(delay, _REFUSED[reason], reason.value)
+    return Defer(max(delay, spread_seconds(backlog)), _REFUSED[reason], reason.value)

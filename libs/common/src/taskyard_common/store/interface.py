@@ -133,11 +133,14 @@ class TaskStore(Protocol):
         (the caller reads the task to tell which)."""
         ...
 
-    async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
+    async def start(
+        self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int, capped: bool = False
+    ) -> StartResult:
         """Take the task's lease: queued/retrying (or running with an expired lease, or already ours) →
         running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first, then its
         tenant's ``max_running``: at the cap, ``DEFERRED`` (reason ``tenant_max_running``, noted in its
-        attempt history, nothing charged)."""
+        attempt history, nothing charged). ``capped``: the caller knows the tenant has a cap (saves the
+        one-statement attempt, which skips such tasks); the answer is the same either way."""
         ...
 
     async def defer_start(self, task_id: UUID, reason: DeferralReason, attempt: int) -> StartResult | None:
