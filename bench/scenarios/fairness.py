@@ -121,7 +121,7 @@ async def _summarise(
         f'SELECT tenant, status, routed_at, started_at, finished_at FROM "{schema}".tasks'
     )
     refusals = await conn.fetch(
-        f"SELECT e->>'reason' AS reason, sum((e->>'count')::int) AS n FROM \"{schema}\".tasks,"
+        f"SELECT tenant || ' ' || (e->>'reason') AS reason, sum((e->>'count')::int) AS n FROM \"{schema}\".tasks,"
         " jsonb_array_elements(attempt_log) e WHERE e->>'event' = 'start_deferred' GROUP BY 1 ORDER BY 1"
     )
     done = [r for r in records if r["status"] == "completed"]

@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 SPECIALIST = "summarizer"
 A_TASKS, B_TASKS, SLOTS, A_CAP = 200, 10, 20, 12
 # One LLM call per task: a slot turns over about this often.
-LLM_SECONDS = 1.5
+LLM_SECONDS = 2.5
 
 
 async def admin_key(db: DbSettings, tenant: str) -> dict[str, str]:

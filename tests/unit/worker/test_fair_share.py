@@ -122,17 +122,34 @@ def test_cap_deferrals_back_off_to_five_seconds(deferrals: int):
     assert cap_deferral_seconds(deferrals) == {1: 1, 2: 2, 3: 4, 10: 5}[deferrals]
 
 
-def test_a_long_backlog_stays_away_longer_so_it_returns_at_a_bounded_rate():
+def test_a_long_backlog_stays_away_longer_and_comes_back_spread_out():
+    import random
+
     from taskyard_worker.fair_share import spread_seconds
 
-    assert [spread_seconds(n) for n in (0, 10, 49, 60, 200, 2000, 100_000)] == [0, 0, 0, 1, 2, 30, 60]
+    rng = random.Random(3)
+    assert [spread_seconds(n, rng) for n in (0, 10, 49)] == [0, 0, 0]
+    waits = [spread_seconds(500, rng) for _ in range(1000)]  # about 10 s on average
+    assert set(waits) == {1, 2, 5, 10}
+    assert 5 <= sum(waits) / len(waits) <= 10
+    huge = [spread_seconds(100_000, rng) for _ in range(1000)]
+    assert max(huge) == 30 and {1, 2, 5, 10, 30} == set(huge), "never past MAX_SPREAD_SECONDS (60)"
 
 
 def test_a_refusal_waits_for_the_longer_of_its_backoff_and_its_spread():
+    import random
+
     from taskyard_common.store import DeferralReason
     from taskyard_worker.starts import defer_refused
 
     assert defer_refused(DeferralReason.FAIR_SHARE, 7).delay_seconds == 1
-    assert defer_refused(DeferralReason.FAIR_SHARE, 1, backlog=2000).delay_seconds == 30
-    capped = defer_refused(DeferralReason.TENANT_MAX_RUNNING, 3, backlog=100)
+    rng = random.Random(1)
+    assert {defer_refused(DeferralReason.FAIR_SHARE, 1, 2000, rng).delay_seconds for _ in range(200)} == {
+        1,
+        2,
+        5,
+        10,
+        30,
+    }
+    capped = defer_refused(DeferralReason.TENANT_MAX_RUNNING, 3, backlog=10)
     assert (capped.delay_seconds, capped.label) == (4, "tenant_max_running")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -70,12 +71,17 @@ def within_share(
     return free_after >= owed
 
 
-def spread_seconds(backlog: int) -> float:
-    """How long a refused task of a tenant with ``backlog`` tasks waiting should stay away, so that the
-    backlog returns at about ``SPREAD_PER_SECOND`` (the longest delay tier that does not exceed it), at
-    most ``MAX_SPREAD_SECONDS``."""
-    wanted = min(backlog / SPREAD_PER_SECOND, MAX_SPREAD_SECONDS)
-    return float(hop_tier(wanted)) if wanted >= DELAY_TIERS[0] else 0.0
+def spread_seconds(backlog: int, rng: random.Random | None = None) -> float:
+    """How long a refused task of a tenant with ``backlog`` tasks waiting should stay away: a wait drawn at
+    random between 1 s and twice ``backlog / SPREAD_PER_SECOND`` (at most ``MAX_SPREAD_SECONDS``), rounded
+    down to a delay tier. At random, so that a backlog refused all at once does not come back all at once
+    (its tenant's freed slots would then wait for the next wave); 0 when the backlog is too short to
+    matter."""
+    mean = min(backlog / SPREAD_PER_SECOND, MAX_SPREAD_SECONDS)
+    if mean < DELAY_TIERS[0]:
+        return 0.0
+    drawn = (rng or random).uniform(DELAY_TIERS[0], min(2 * mean, MAX_SPREAD_SECONDS))
+    return float(hop_tier(drawn))
 
 
 class FairShare:

@@ -143,11 +143,13 @@ def cap_deferral_seconds(deferrals: int) -> float:
     return min(CAP_DEFER_MAX_SECONDS, 2.0 ** max(0, deferrals - 1))
 
 
-def defer_refused(reason: DeferralReason, deferrals: int, backlog: int = 0) -> Defer:
+def defer_refused(
+    reason: DeferralReason, deferrals: int, backlog: int = 0, rng: random.Random | None = None
+) -> Defer:
     """The store (or the fair share) refused the start: nothing was charged, send it round again; the
     longer the tenant's ``backlog``, the longer it stays away (``fair_share.spread_seconds``)."""
     if reason is DeferralReason.FAIR_SHARE:
         delay = FAIR_SHARE_DEFER_SECONDS
     else:
         delay = cap_deferral_seconds(deferrals)
-    return Defer(max(delay, spread_seconds(backlog)), _REFUSED[reason], reason.value)
+    return Defer(max(delay, spread_seconds(backlog, rng)), _REFUSED[reason], reason.value)
