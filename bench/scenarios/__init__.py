@@ -6,6 +6,7 @@ from bench.runner import Scenario
 from bench.scenarios import (
     broker_limit,
     celery_baseline,
+    fairness,
     submit_path,
     taskyard_io,
     taskyard_noop,
@@ -19,4 +20,5 @@ ALL: tuple[Scenario, ...] = (
     taskyard_io.SCENARIO,
     submit_path.SCENARIO,
     workflow_group.SCENARIO,
+    fairness.SCENARIO,
 )

@@ -68,6 +68,9 @@ V1_ROUTES = [
     ("POST", "/v1/schedules/00000000-0000-0000-0000-000000000000/pause"),
     ("POST", "/v1/schedules/00000000-0000-0000-0000-000000000000/resume"),
     ("DELETE", "/v1/schedules/00000000-0000-0000-0000-000000000000"),
+    ("GET", "/v1/tenants/acme/limits"),
+    ("PUT", "/v1/tenants/acme/limits"),
+    ("DELETE", "/v1/tenants/acme/limits"),
 ]
 
 

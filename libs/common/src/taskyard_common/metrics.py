@@ -116,6 +116,12 @@ TASK_QUEUE_WAIT = Histogram(
     ["specialist"],
     buckets=_TASK_BUCKETS,
 )
+TASK_START_DEFERRALS = Counter(
+    "taskyard_task_start_deferrals_total",
+    "Deliveries a worker sent round a delay queue instead of starting their task, uncharged, by reason "
+    "(tenant_max_running, fair_share, leased, not_routed, in_flight, store_unavailable)",
+    ["specialist", "reason"],
+)
 TASKS_IN_FLIGHT = Gauge("taskyard_tasks_in_flight", "Task attempts running in this worker", ["specialist"])
 ROUTING_DURATION = Histogram(
     "taskyard_routing_duration_seconds",
@@ -257,6 +263,15 @@ LLM_OUTCOMES = ("ok", "rate_limited", "server_error", "client_error", "timeout",
 WORKER_FINISHED_STATUSES = ("completed", "failed", "cancelled")
 RETRY_REASONS = ("transient", "rate_limited", "timeout", "store_unavailable")
 STEP_RETRY_REASONS = ("server_error", "timeout", "connection_error")
+START_DEFERRAL_REASONS = (
+    "tenant_max_running",
+    "fair_share",
+    "leased",
+    "not_routed",
+    "not_due",
+    "in_flight",
+    "store_unavailable",
+)
 
 
 def init_worker_labels(specialist: str) -> None:
@@ -269,6 +284,8 @@ def init_worker_labels(specialist: str) -> None:
         counter.labels(specialist)
     for reason in STEP_RETRY_REASONS:
         LLM_STEP_RETRIES.labels(specialist, reason)
+    for reason in START_DEFERRAL_REASONS:
+        TASK_START_DEFERRALS.labels(specialist, reason)
     for kind in ("prompt", "completion"):
         LLM_TOKENS.labels(specialist, kind)
     TASK_DURATION.labels(specialist)

@@ -31,6 +31,7 @@ from taskyard_api.routes import (
     task_deletion,
     task_groups,
     tasks,
+    tenants,
     webhooks,
 )
 from taskyard_api.settings import ServiceSettings, get_settings
@@ -58,7 +59,8 @@ each occurrence of a cron expression (five fields, in an IANA time zone).
 A task submitted with a `webhook` has its terminal status POSTed there, signed (Standard Webhooks);
 `GET /v1/tasks/{task_id}/webhook-deliveries` lists what was sent. `POST /v1/tasks/{task_id}/cancel` stops a
 task; the `dead-letters` routes let an operator replay or discard
-the tasks whose message the broker gave up on (admin only).
+the tasks whose message the broker gave up on (admin only), and `/v1/tenants/{tenant}/limits` caps how many
+of the tenant's tasks run at once (admin only).
 
 Every `/v1` route needs an API key (`Authorization: Bearer tyk_<id>_<secret>`, made with `taskyard-admin`):
 401 without a valid one, 403 when its role (`reader`, `submitter`, `admin`) may not do it; a key sees only its
@@ -77,6 +79,10 @@ TAGS = [
     {
         "name": "dead-letters",
         "description": "Replay or discard dead-lettered tasks (admin only)",
+    },
+    {
+        "name": "tenants",
+        "description": "A tenant's limits: how many of its tasks may run at once (admin only)",
     },
     {"name": "specialists", "description": "What a task may be routed to"},
     {"name": "health", "description": "Probes and metrics"},
@@ -118,6 +124,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(events.router)
     app.include_router(schedules.router)
     app.include_router(dead_letters.router)
+    app.include_router(tenants.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
     # The web console (static, outside the OpenAPI document): it calls the /v1 routes like any client.

@@ -30,6 +30,7 @@ from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.store.retention import TABLES, RetentionStore
 from taskyard_common.store.schedules import ScheduleStore
+from taskyard_common.store.tenant_limits import TenantLimitStore
 from taskyard_common.topology import Topology
 
 
@@ -57,6 +58,8 @@ class Resources:
     schedules: ScheduleStore
     # Deleting finished tasks with everything attached, on the task store's pool.
     retention: RetentionStore
+    # The tenants' limits (max_running), on the task store's pool.
+    tenant_limits: TenantLimitStore
 
     @classmethod
     @asynccontextmanager
@@ -129,6 +132,9 @@ class Resources:
                 watcher=watcher,
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 retention=RetentionStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                tenant_limits=TenantLimitStore(
+                    store.pool, acquire_timeout=settings.db.command_timeout_seconds
+                ),
             )
 
     @property

@@ -42,8 +42,10 @@ def queue_wait_seconds(record: TaskRecord, message: WorkMessage) -> float:
     store has no routing time), or since its last retry was due, whichever is later. The start and routing
     times both come from the database's clock; never negative."""
     since = record.routed_at or message.sent_at
-    if record.attempt_log:
-        last = record.attempt_log[-1]
+    # The last retry's entry; a refused start (``start_deferred``) left the task waiting all the same.
+    retries = [entry for entry in record.attempt_log if "delay_seconds" in entry]
+    if retries:
+        last = retries[-1]
         try:
             due = datetime.fromisoformat(last["at"]) + timedelta(seconds=float(last["delay_seconds"]))
         except (KeyError, TypeError, ValueError):

@@ -5,6 +5,7 @@ from taskyard_common.store.postgres import PostgresTaskStore
 from taskyard_common.store.records import (
     DEFAULT_TENANT,
     DeadLetterRecord,
+    DeferralReason,
     IdempotentCreate,
     NewTask,
     RoutedTask,
@@ -19,6 +20,7 @@ from taskyard_common.store.records import (
 __all__ = [
     "DEFAULT_TENANT",
     "DeadLetterRecord",
+    "DeferralReason",
     "IdempotentCreate",
     "NewTask",
     "PostgresTaskStore",

@@ -20,6 +20,7 @@ from taskyard_common.store.groups import GroupRecord
 from taskyard_common.store.records import (
     Cursor,
     DeadLetterRecord,
+    DeferralReason,
     IdempotentCreate,
     NewTask,
     RoutedTask,
@@ -29,6 +30,7 @@ from taskyard_common.store.records import (
     WaitingAges,
     WorkflowCounts,
 )
+from taskyard_common.store.tenant_limits import TenantWaiting
 from taskyard_common.task_errors import TaskError
 
 
@@ -138,19 +140,33 @@ class TaskStore(Protocol):
         (the caller reads the task to tell which)."""
         ...
 
-    async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
+    async def start(
+        self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int, capped: bool = False
+    ) -> StartResult:
         """Take the task's lease: queued/retrying (or running with an expired lease, or already ours) →
         running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first. A retrying
         task starts only from the message of its next attempt (``STALE`` for an earlier one) once its
-        ``next_attempt_at`` has passed (``NOT_DUE`` before)."""
+        ``next_attempt_at`` has passed (``NOT_DUE`` before). Then its tenant's ``max_running``: at the cap,
+        ``DEFERRED`` (reason ``tenant_max_running``, noted in its attempt history, nothing charged).
+        ``capped``: the caller knows the tenant has a cap (saves the one-statement attempt, which skips such
+        tasks); the answer is the same either way."""
+        ...
+
+    async def defer_start(self, task_id: UUID, reason: DeferralReason, attempt: int) -> StartResult | None:
+        """Refuse to start a startable task now for ``reason`` (noted in its attempt history); None when
+        it is not startable (``start`` tells what it is instead)."""
+        ...
+
+    async def tenant_load(self, specialist: str) -> dict[str, TenantWaiting]:
+        """Per tenant with work waiting for ``specialist``: how much, and its room under its cap."""
         ...
 
     async def start_many(
         self, attempts: dict[UUID, int], *, owner: str, lease_seconds: float
     ) -> dict[UUID, TaskRecord]:
         """``start``'s usual case for many tasks (task id → message attempt) in one statement: those queued or
-        retrying, not cancelled, not past their deadline and not locked by another transaction become
-        running under ``owner``'s lease. Returns the started ones; the rest need ``start``."""
+        retrying, not cancelled, not past their deadline, of a tenant without a cap and not locked by
+        another transaction become running under ``owner``'s lease. Returns the started ones; the rest need ``start``."""
         ...
 
     async def heartbeat(

@@ -18,6 +18,7 @@ from taskyard_common.store.parts import PartsQueries
 from taskyard_common.store.reads import ReadQueries
 from taskyard_common.store.steps import StepQueries
 from taskyard_common.store.submissions import SubmissionQueries
+from taskyard_common.store.tenant_limits import TenantLoadQueries
 from taskyard_common.store.transitions import TransitionQueries
 from taskyard_common.store.workflows import WorkflowQueries
 
@@ -34,6 +35,7 @@ class PostgresTaskStore(
     EventQueries,
     DeadLetterQueries,
     IdempotencyQueries,
+    TenantLoadQueries,
     PoolStore,
 ):
     @classmethod

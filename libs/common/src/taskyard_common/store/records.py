@@ -111,7 +111,16 @@ class StartOutcome(StrEnum):
     STALE = "stale"
     # Retrying: the message of its next attempt came before the backoff is over: start it later.
     NOT_DUE = "not_due"
+    # Not started now, and the refusal is in its attempt history: send it round again (uncharged).
+    DEFERRED = "deferred"
     UNKNOWN = "unknown"
+
+
+class DeferralReason(StrEnum):
+    """Why a startable task was not started now (an attempt history entry ``start_deferred``)."""
+
+    TENANT_MAX_RUNNING = "tenant_max_running"  # its tenant runs its max_running tasks already
+    FAIR_SHARE = "fair_share"  # its tenant holds its share of the worker's slots while others wait
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,9 @@ class StartResult:
     lease_remaining_seconds: float = 0.0
     # For NOT_DUE: seconds until the retry's backoff is over.
     retry_due_in_seconds: float = 0.0
+    # For DEFERRED: why, and how many times in a row (this one included) it was deferred for that reason.
+    reason: DeferralReason | None = None
+    deferrals: int = 0
 
 
 @dataclass(frozen=True)
