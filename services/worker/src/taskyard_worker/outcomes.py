@@ -116,7 +116,14 @@ class OutcomeRecorder:
             else self._ctx.topology.quarantine_exchange
         )
         try:
-            await self._ctx.publisher.publish(exchange, self._ctx.specialist, message)
+            key = (
+                self._ctx.topology.work_routing_key(
+                    self._ctx.specialist, self._ctx.publisher.level(message.priority)
+                )
+                if flight.source is Source.MAIN
+                else self._ctx.specialist
+            )
+            await self._ctx.publisher.publish(exchange, key, message)
         except TaskyardError as exc:
             # Keep the lease: an unsettled message is requeued when the channel closes, a settled one is
             # taken back by the reaper once the lease runs out. Releasing now could lose a settled task.
@@ -185,7 +192,7 @@ class OutcomeRecorder:
             tier = await publish_delayed(
                 self._ctx.publisher,
                 self._ctx.topology,
-                work_target(self._ctx.specialist),
+                work_target(self._ctx.specialist, self._ctx.publisher.level(following.priority)),
                 following,
                 plan.delay_seconds,
             )
