@@ -152,6 +152,8 @@ class OutcomeRecorder:
                 parent_id=record.id,
                 delegation={"parent_id": str(record.id), "call_id": request.call_id, "step": exc.step},
                 depth=record.depth + 1,
+                # Delegated work is part of the parent's: it waits at the parent's priority.
+                priority=record.priority,
             )
             for request in exc.requests
         ]
