@@ -60,9 +60,11 @@ def load_spec(settings: ServiceSettings, specialist: str) -> tuple[Catalog, Spec
 CONTROL_PREFETCH = 10
 
 
-def level_prefetch(concurrency: int) -> int:
-    """The prefetch of each priority level's consumer (see ``WorkerResources.open``)."""
-    return 2 * concurrency
+def level_prefetch(concurrency: int, *, job_mode: bool) -> int:
+    """The prefetch of each priority level's consumer (see ``WorkerResources.open``). A job-mode worker
+    (a KEDA ScaledJob for long tasks) takes only ``concurrency`` per level: a message held waiting in one
+    Job for a slot is one another Job could run, and KEDA counts it as taken."""
+    return concurrency if job_mode else 2 * concurrency
 
 
 def worker_owner() -> str:
@@ -136,7 +138,8 @@ class WorkerResources:
             # twice the concurrency, so while every slot runs one level's tasks as many more of that level
             # wait here for a freed slot (with only the concurrency, that level would have none waiting
             # and each freed slot would go to another level).
-            await main_channel.set_qos(prefetch_count=level_prefetch(spec.concurrency))
+            job_mode = settings.worker.exit_when_idle_seconds is not None
+            await main_channel.set_qos(prefetch_count=level_prefetch(spec.concurrency, job_mode=job_mode))
             topology = Topology(settings.amqp.prefix)
             declared = await declare(main_channel, topology, catalog.names, settings.amqp)
             main_queues = tuple(declared.queues[name] for name in topology.specialist_queues(spec.name))
