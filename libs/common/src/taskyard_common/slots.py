@@ -4,7 +4,7 @@ A consumer takes each level's queue with a prefetch of its own, so deliveries of
 process at once; ``WeightedSlots`` decides which of them runs when a slot frees. Without contention (a free
 slot) a delivery runs at once, whatever its level. With contention the slot goes to the level whose turn it
 is in a fixed cycle of ``sum(weights)`` turns, interleaved by smooth weighted round robin (6:3:1 gives
-``H N H L H N H H N H``-like cycles); a turn whose level has nobody waiting goes to the highest level that
+the cycle ``H N H H N H L H N H``); a turn whose level has nobody waiting goes to the highest level that
 has. So while a level has work waiting it gets at least ``weight / sum(weights)`` of the slots (low: one in
 ten at 6:3:1, whatever floods the others: no starvation), and the turns of idle levels go to the highest
 waiting one (high alone with low: nine in ten).
