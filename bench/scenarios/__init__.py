@@ -7,6 +7,7 @@ from bench.scenarios import (
     broker_limit,
     celery_baseline,
     fairness,
+    priority,
     submit_path,
     taskyard_io,
     taskyard_noop,
@@ -21,4 +22,5 @@ ALL: tuple[Scenario, ...] = (
     submit_path.SCENARIO,
     workflow_group.SCENARIO,
     fairness.SCENARIO,
+    priority.SCENARIO,
 )

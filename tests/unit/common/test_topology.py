@@ -10,7 +10,11 @@ def test_names_derive_from_the_prefix():
     assert topology.specialist_queue("summarizer") == "acme.work.summarizer"
     assert topology.dead_letter_exchange == "acme.dlx"
     assert topology.dead_letter_queue == "acme.dead-letters"
-    assert topology.work_queue_names(["a", "b"]) == ["acme.intake", "acme.work.a", "acme.work.b"]
+    assert topology.work_queue_names(["a", "b"]) == [
+        *("acme.intake.high", "acme.intake", "acme.intake.low"),
+        *("acme.work.a.high", "acme.work.a", "acme.work.a.low"),
+        *("acme.work.b.high", "acme.work.b", "acme.work.b.low"),
+    ]
 
 
 def test_two_prefixes_share_no_name():

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from taskyard_common.messages import Priority
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _TASK_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -113,7 +115,7 @@ QUEUE_OLDEST_TASK_AGE = Gauge(
 TASK_QUEUE_WAIT = Histogram(
     "taskyard_task_queue_wait_seconds",
     "Time a task attempt waited in its specialist's queue, from routing (or its retry's due time) to start",
-    ["specialist"],
+    ["specialist", "priority"],
     buckets=_TASK_BUCKETS,
 )
 TASK_START_DEFERRALS = Counter(
@@ -270,6 +272,7 @@ START_DEFERRAL_REASONS = (
     "not_routed",
     "not_due",
     "in_flight",
+    "no_slot",
     "store_unavailable",
 )
 
@@ -289,7 +292,8 @@ def init_worker_labels(specialist: str) -> None:
     for kind in ("prompt", "completion"):
         LLM_TOKENS.labels(specialist, kind)
     TASK_DURATION.labels(specialist)
-    TASK_QUEUE_WAIT.labels(specialist)
+    for priority in Priority:
+        TASK_QUEUE_WAIT.labels(specialist, priority.value)
     TASKS_IN_FLIGHT.labels(specialist)
 
 

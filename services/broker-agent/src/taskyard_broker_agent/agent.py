@@ -11,7 +11,7 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 
 import aiormq
-from aio_pika.abc import AbstractQueue
+from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 
 from taskyard_broker_agent.dead_letters.consumer import DeadLetterConsumer
 from taskyard_broker_agent.inflight import InFlight
@@ -28,6 +28,7 @@ from taskyard_common.amqp import consume
 from taskyard_common.catalog import Catalog
 from taskyard_common.catalog_sources import diff
 from taskyard_common.messages import IntakeMessage
+from taskyard_common.slots import WeightedSlots
 from taskyard_common.topology import declare_specialist
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class BrokerAgent:
         self._closing = closing
         log.info(
             "consuming %s (prefetch %d, routing with %s) and %s; reaping expired leases every %.1f s",
-            resources.intake_queue.name,
+            [queue.name for queue in resources.intake_queues],
             self.settings.broker.prefetch,
             f"LLM {self.settings.llm.model}" if resources.router.uses_llm else "rules only",
             resources.dead_letter_queue.name,
@@ -124,8 +125,17 @@ class BrokerAgent:
             self._dead_letter_inflight.track(dead_letters.on_message)
         )
         self._consumers.append((resources.dead_letter_queue, tag))
-        tag = await consume(resources.intake_queue, IntakeMessage, self._intake_inflight.track(intake))
-        self._consumers.append((resources.intake_queue, tag))
+        # Every level's intake queue, under one limit of ``prefetch`` messages handled at once, granted by
+        # weighted selection between the levels (taskyard_common.slots).
+        slots = WeightedSlots(self.settings.broker.prefetch)
+
+        async def gated(message: IntakeMessage, incoming: AbstractIncomingMessage) -> None:
+            async with slots.slot(message.priority):
+                await intake(message, incoming)
+
+        for queue in resources.intake_queues:
+            tag = await consume(queue, IntakeMessage, self._intake_inflight.track(gated))
+            self._consumers.append((queue, tag))
 
     async def ready(self) -> bool:
         """What ``/readyz`` answers: the reaper's, the dispatcher's and (when enabled) the scheduler's loops

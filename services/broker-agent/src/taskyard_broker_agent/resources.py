@@ -46,9 +46,10 @@ class Resources:
     store: PostgresTaskStore
     router: Router
     connection: AbstractRobustConnection
-    # The intake consumer's channel: its prefetch bounds the intake messages in flight in this process.
+    # The intake consumers' channel, one consumer per priority level's queue (highest first), each with a
+    # prefetch of twice ``prefetch``; the agent's weighted slots bound the messages handled at once.
     intake_channel: AbstractChannel
-    intake_queue: AbstractQueue
+    intake_queues: tuple[AbstractQueue, ...]
     # Dead letters on a channel of their own: their prefetch is independent of the intake's.
     dead_letter_channel: AbstractChannel
     dead_letter_queue: AbstractQueue
@@ -87,7 +88,7 @@ class Resources:
             stack.push_async_callback(connection.close)
             log.info("connected to RabbitMQ %s", ".".join(map(str, server_version(connection))))
             intake_channel = await connection.channel()
-            await intake_channel.set_qos(prefetch_count=settings.broker.prefetch)
+            await intake_channel.set_qos(prefetch_count=2 * settings.broker.prefetch)
             declared = await declare(intake_channel, topology, catalog.names, settings.amqp)
             dead_letter_channel = await connection.channel()
             await dead_letter_channel.set_qos(prefetch_count=settings.broker.dead_letter_prefetch)
@@ -118,7 +119,7 @@ class Resources:
                 router=router,
                 connection=connection,
                 intake_channel=intake_channel,
-                intake_queue=declared.queues[topology.intake_queue],
+                intake_queues=tuple(declared.queues[name] for name in topology.intake_queues()),
                 dead_letter_channel=dead_letter_channel,
                 dead_letter_queue=dead_letter_queue,
                 publisher=publisher,

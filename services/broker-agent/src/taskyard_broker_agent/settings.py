@@ -26,8 +26,9 @@ class BrokerAgentSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TASKYARD_BROKER_", extra="ignore")
 
-    # Intake messages in flight per process. Routing is I/O bound (one LLM call, two SQL statements, one
-    # confirmed publish), so a high prefetch keeps the LLM endpoint busy without more processes.
+    # Intake messages handled at once per process, whatever their priority (each level's intake consumer
+    # prefetches twice this). Routing is I/O bound (one LLM call, two SQL statements, one confirmed
+    # publish), so a high limit keeps the LLM endpoint busy without more processes.
     prefetch: int = Field(default=64, ge=1, le=10_000)
     # False forces the rules router even when an LLM endpoint is configured (cost, outage, air gap).
     llm_routing: bool = True

@@ -70,7 +70,7 @@ class Worker:
             await consume(control, ControlMessage, ControlHandler(self.context)),
         )
         for queue, source in (
-            (resources.main_queue, Source.MAIN),
+            *((queue, Source.MAIN) for queue in resources.main_queues),
             (resources.quarantine_queue, Source.QUARANTINE),
         ):
             tag = await consume(queue, WorkMessage, self.handler.consumer(source))

@@ -73,7 +73,8 @@ class AttemptRunner:
         """Run the started task of ``flight`` (this worker holds its lease) and record the outcome."""
         message = flight.message
         log.info("task %s: started (attempt %d)", message.task_id, record.attempts)
-        TASK_QUEUE_WAIT.labels(self._ctx.specialist).observe(queue_wait_seconds(record, message))
+        wait = queue_wait_seconds(record, message)
+        TASK_QUEUE_WAIT.labels(self._ctx.specialist, message.priority.value).observe(wait)
         with TASKS_IN_FLIGHT.labels(self._ctx.specialist).track_inprogress():
             await self._run(flight, record)
 

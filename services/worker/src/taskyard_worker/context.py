@@ -3,12 +3,12 @@ consumer each take this one typed context instead of the same seven loose constr
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import SpecialistSpec
+from taskyard_common.slots import WeightedSlots
 from taskyard_common.store import TaskStore
 from taskyard_common.topology import Topology
 from taskyard_worker.checkpoints import StepWriter
@@ -30,9 +30,10 @@ class WorkerContext:
     agent: Agent
     # Writes the step checkpoints of every run of this worker, in batches.
     steps: StepWriter
-    # One per task this worker may run at once (the specialist's concurrency). The prefetch alone does not
-    # bound it: a long task's message is acked early, and the broker then delivers another.
-    slots: asyncio.Semaphore
+    # One per task this worker may run at once (the specialist's concurrency), shared by the deliveries of
+    # every priority level and granted by weighted selection (taskyard_common.slots). The prefetch alone
+    # does not bound it: each level's queue has its own, and a long task's message is acked early.
+    slots: WeightedSlots
     flights: Flights = field(default_factory=Flights)
     # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -57,7 +58,7 @@ class WorkerContext:
             owner=resources.owner,
             agent=agent,
             steps=StepWriter(resources.store, owner=resources.owner),
-            slots=asyncio.Semaphore(resources.spec.concurrency),
+            slots=WeightedSlots(resources.spec.concurrency),
         )
 
     @property

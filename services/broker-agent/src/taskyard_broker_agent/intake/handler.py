@@ -40,6 +40,7 @@ from taskyard_broker_agent.intake.decisions import (
     not_due,
 )
 from taskyard_common import metrics
+from taskyard_common.amqp import Publisher
 from taskyard_common.announce import announce, publish_then_mark
 from taskyard_common.errors import PermanentError, TaskyardError
 from taskyard_common.lifecycle import ROUTING_UNFINISHED
@@ -48,7 +49,7 @@ from taskyard_common.retry import backoff_seconds, publish_delayed
 from taskyard_common.store import NewTask, RoutedTask, TaskRecord
 from taskyard_common.store.parts import part_instructions
 from taskyard_common.task_errors import TaskErrorType, task_error
-from taskyard_common.topology import INTAKE_TARGET
+from taskyard_common.topology import intake_target
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,9 @@ def describe_error(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def delay_target(message: IntakeMessage) -> str:
-    """Where a delayed intake message comes back to (a retry, or a task not due yet)."""
-    return INTAKE_TARGET
+def delay_target(publisher: Publisher, message: IntakeMessage) -> str:
+    """Where a delayed intake message comes back to (a retry, or a task not due yet): its level's queue."""
+    return intake_target(publisher.level(message.priority))
 
 
 class IntakeHandler:
@@ -135,7 +136,9 @@ class IntakeHandler:
             case Delay(seconds, not_before):
                 # Uncharged: the same attempt comes back, carrying not_before for its next look.
                 again = message.model_copy(update={"not_before": not_before})
-                await publish_delayed(self._publisher, self._topology, delay_target(message), again, seconds)
+                await publish_delayed(
+                    self._publisher, self._topology, delay_target(self._publisher, message), again, seconds
+                )
                 metrics.INTAKE_DELAYED.inc()
                 log.debug("task %s not due until %s: back in %d s", task_id, not_before.isoformat(), seconds)
             case FailUnknownSpecialist(specialist):
@@ -259,7 +262,9 @@ class IntakeHandler:
             return
         delay = backoff_seconds(message.attempt, self._retry_base, self._retry_max)
         again = message.model_copy(update={"attempt": message.attempt + 1})
-        tier = await publish_delayed(self._publisher, self._topology, delay_target(message), again, delay)
+        tier = await publish_delayed(
+            self._publisher, self._topology, delay_target(self._publisher, message), again, delay
+        )
         metrics.INTAKE_RETRIES.inc()
         log.warning(
             "routing task %s failed (attempt %d of %d: %s); next attempt in %d s",
