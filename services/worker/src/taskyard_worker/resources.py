@@ -23,7 +23,7 @@ from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_
 from taskyard_common.event_bus import EventNotifier
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.health import HealthServer
-from taskyard_common.llm import ClientPool
+from taskyard_common.llm import ClientPool, settings_for
 from taskyard_common.service import ConfigurationError
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.topology import Topology, declare, work_queue_arguments
@@ -159,7 +159,8 @@ class WorkerResources:
             store.on_follow_up = follow_ups
             # One set of LLM clients per process, shared by every task, with a keep-alive connection for
             # each task that may be in flight (see ``ClientPool`` for why several clients).
-            llm = ClientPool.create(settings.llm, concurrency=spec.concurrency)
+            model = catalog.model(spec.model or settings.llm.model)
+            llm = ClientPool.create(settings_for(settings.llm, model), concurrency=spec.concurrency)
             stack.push_async_callback(llm.close)
             tools = ToolRegistry.build(spec.tools, settings.worker)
             stack.push_async_callback(tools.close)

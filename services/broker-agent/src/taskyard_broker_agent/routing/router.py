@@ -141,10 +141,12 @@ class Router:
         guard = DirectiveGuard(catalog.names)
         if llm_settings is None or not llm_settings.enabled:
             return cls(prompt, rules, client=None, guard=guard)
+        # The router's model is a catalog entry's when one has its name (that entry's endpoint).
+        endpoint = llm.settings_for(llm_settings, catalog.model(llm_settings.model))
         return cls(
             prompt,
             rules,
-            client=llm.make_client(llm_settings, timeout=llm_settings.routing_timeout_seconds),
+            client=llm.make_client(endpoint, timeout=llm_settings.routing_timeout_seconds),
             model=llm_settings.model,
             timeout_seconds=llm_settings.routing_timeout_seconds,
             min_confidence=min_confidence,
