@@ -117,6 +117,7 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
         ("/v1/schedules/{schedule_id}/pause", "post"): {"200", "403", "404", "500", "503"},
         ("/v1/schedules/{schedule_id}/resume", "post"): {"200", "403", "404", "500", "503"},
         ("/v1/specialists", "get"): {"200", "500"},
+        ("/v1/usage", "get"): {"200", "422", "500", "503"},
         ("/healthz", "get"): {"200", "500"},
         ("/readyz", "get"): {"200", "500", "503"},
         ("/metrics", "get"): {"200", "500"},

@@ -60,18 +60,28 @@ class RoutingDecision(_Model):
     guard: str | None = Field(default=None, max_length=200)
     # Why the rules decided although an LLM is configured: llm_error, invalid_answer, no_llm or guard.
     fallback: str | None = Field(default=None, max_length=64)
+    # The model the router called and what its call cost in USD (the catalog's prices; 0 without an LLM
+    # call or a price).
+    model: str | None = Field(default=None, max_length=200)
+    cost: float = Field(default=0.0, ge=0)
 
 
 class Usage(_Model):
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)
     total_tokens: int = Field(default=0, ge=0)
+    # USD, priced by the model that answered when the usage was recorded (the catalog's ``models``).
+    cost: float = Field(default=0.0, ge=0)
+    # The model that answered the last call counted here (None: no call, or recorded before this existed).
+    model: str | None = Field(default=None, max_length=200)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cost=self.cost + other.cost,
+            model=other.model or self.model,
         )
 
 

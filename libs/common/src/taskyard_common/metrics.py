@@ -93,6 +93,12 @@ LLM_REQUESTS = Counter(
     "Chat completion calls to the LLM endpoint, by model and outcome",
     ["model", "outcome"],
 )
+# USD, from the catalog's prices (models without a price count 0). ``specialist`` is ROUTER for the broker
+# agent's routing calls.
+LLM_COST = Counter(
+    "taskyard_llm_cost_total", "Cost of LLM calls in USD (the catalog's prices)", ["model", "specialist"]
+)
+ROUTER = "_router"
 LLM_DURATION = Histogram(
     "taskyard_llm_request_duration_seconds",
     "Latency of one chat completion call",
@@ -264,10 +270,11 @@ def count_dead_lettered(specialist: str | None, known: Collection[str]) -> None:
     TASKS_DEAD_LETTERED.labels(label).inc()
 
 
-def init_llm_labels(model: str) -> None:
+def init_llm_labels(model: str, specialist: str = ROUTER) -> None:
     for outcome in LLM_OUTCOMES:
         LLM_REQUESTS.labels(model, outcome)
     LLM_DURATION.labels(model)
+    LLM_COST.labels(model, specialist)
 
 
 def llm_outcome(exc: BaseException | None) -> str:

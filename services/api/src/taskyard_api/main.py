@@ -30,6 +30,7 @@ from taskyard_api.routes import (
     specialists,
     task_groups,
     tasks,
+    usage,
     webhooks,
 )
 from taskyard_api.settings import ServiceSettings, get_settings
@@ -76,6 +77,7 @@ TAGS = [
         "name": "dead-letters",
         "description": "Replay or discard dead-lettered tasks (admin only)",
     },
+    {"name": "usage", "description": "LLM spend: tasks, tokens and cost (USD) per specialist, model or day"},
     {"name": "specialists", "description": "What a task may be routed to"},
     {"name": "health", "description": "Probes and metrics"},
 ]
@@ -115,6 +117,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(events.router)
     app.include_router(schedules.router)
     app.include_router(dead_letters.router)
+    app.include_router(usage.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
     # The web console (static, outside the OpenAPI document): it calls the /v1 routes like any client.

@@ -158,6 +158,8 @@ class RoutingInfo(BaseModel):
     cached: bool = Field(default=False, description="Reused for an identical earlier request")
     guard: str | None = Field(default=None, description="Routing directives found in the input, if any")
     fallback: str | None = Field(default=None, description="Why the rules decided instead of the LLM")
+    model: str | None = Field(default=None, description="The model the router called (null: none)")
+    cost: float = Field(default=0.0, description="USD the routing call cost (the catalog's prices)")
 
 
 class DeadLetterInfo(BaseModel):
@@ -195,6 +197,11 @@ class TaskDocument(BaseModel):
     result: dict[str, Any] | None = Field(description="Set when completed")
     error: TaskError | None = Field(description="Set when failed: a stable type and a message")
     usage: Usage
+    cost: float = Field(
+        default=0.0,
+        description="USD spent on the task's LLM calls, routing and agent (the catalog's prices): "
+        "routing.cost + usage.cost",
+    )
     input: TaskInput
     metadata: dict[str, str]
     next_attempt_at: datetime | None = Field(description="When the next attempt is due (set when retrying)")
@@ -267,6 +274,7 @@ class TaskDocument(BaseModel):
             result=record.result,
             error=record.error,
             usage=record.usage,
+            cost=task_cost(record),
             input=record.input,
             metadata=record.metadata,
             next_attempt_at=record.next_attempt_at,
@@ -286,6 +294,12 @@ class TaskDocument(BaseModel):
             children=children,
             links=TaskLinks.model_validate({"self": path, "result": f"{path}/result"}),
         )
+
+
+def task_cost(record: TaskRecord) -> float:
+    """What the task's LLM calls cost: its routing decision's and its agent's (the same sum ``/v1/usage``
+    makes in SQL)."""
+    return (record.routing.cost if record.routing else 0.0) + record.usage.cost
 
 
 def _dead_letter_info(record: TaskRecord) -> DeadLetterInfo | None:

@@ -25,6 +25,7 @@ from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.store.schedules import ScheduleStore
+from taskyard_common.store.spend import SpendStore
 from taskyard_common.topology import Topology
 
 
@@ -48,6 +49,8 @@ class Resources:
     watcher: Watcher
     # The cron schedules, on the task store's pool.
     schedules: ScheduleStore
+    # What the tenants' tasks spent on LLM calls, on the task store's pool.
+    spend: SpendStore
 
     @classmethod
     @asynccontextmanager
@@ -110,4 +113,5 @@ class Resources:
                 deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 watcher=watcher,
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                spend=SpendStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
             )

@@ -55,7 +55,7 @@ class Worker:
     async def start(self) -> None:
         resources = self.resources
         init_worker_labels(resources.spec.name)
-        init_llm_labels(resources.spec.model or resources.settings.llm.model)
+        init_llm_labels(resources.spec.model or resources.settings.llm.model, resources.spec.name)
         self.heartbeat.start()
         control = resources.control_queue
         self._control_consumer = (

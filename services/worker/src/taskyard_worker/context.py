@@ -46,6 +46,7 @@ class WorkerContext:
             settings.llm.model,
             resources.tools,
             max_tool_output_chars=settings.worker.max_tool_output_chars,
+            models=resources.catalog.model_table,
         )
         return cls(
             spec=resources.spec,

@@ -24,6 +24,7 @@ from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import PermanentError, TransientError
 from taskyard_common.llm import ClientPool, classify
 from taskyard_common.messages import Usage
+from taskyard_common.model_specs import ModelSpec, price
 from taskyard_common.retry import backoff_seconds
 from taskyard_common.task_errors import TaskErrorType
 from taskyard_worker.streaming import StreamBroken, stream_completion
@@ -185,13 +186,19 @@ class LlmCaller:
             raise map_error(exc) from exc
 
 
-def usage_of(response: ChatCompletion) -> Usage:
+def usage_of(response: ChatCompletion, model: str, spec: ModelSpec | None = None) -> Usage:
+    """The call's tokens, priced from ``spec`` (the catalog entry of ``model``, the model that answered)."""
     if response.usage is None:
-        return Usage()
+        return Usage(model=model)
+    # Servers that report usage partly leave fields out (None, despite the types).
+    prompt = response.usage.prompt_tokens or 0
+    completion = response.usage.completion_tokens or 0
     return Usage(
-        prompt_tokens=response.usage.prompt_tokens,
-        completion_tokens=response.usage.completion_tokens,
-        total_tokens=response.usage.total_tokens,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=response.usage.total_tokens or prompt + completion,
+        cost=price(spec, prompt, completion),
+        model=model,
     )
 
 

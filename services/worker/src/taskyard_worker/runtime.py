@@ -16,16 +16,18 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import openai
 
+from taskyard_common import metrics
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import TransientError
 from taskyard_common.llm import ClientPool
 from taskyard_common.messages import TaskInput, Usage
+from taskyard_common.model_specs import ModelSpec
 from taskyard_common.store import Step
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
 from taskyard_worker.llm_calls import AttemptTimeout, LlmCaller, MaxStepsExceeded, reply_of, usage_of
@@ -99,9 +101,12 @@ class Agent:
         tools: ToolRegistry,
         *,
         max_tool_output_chars: int,
+        models: Mapping[str, ModelSpec] | None = None,
     ) -> None:
         self.spec = spec
         self.model = spec.model or default_model
+        # The catalog's entry of the model, for its prices (None: a model the catalog does not describe).
+        self.model_spec = (models or {}).get(self.model)
         clients = client if isinstance(client, ClientPool) else ClientPool([client])
         self._llm = LlmCaller(spec, clients, self.model)
         self._tools = tools
@@ -178,7 +183,8 @@ class Agent:
             response = await self._llm.complete(body, tokens)
             latency_ms = round((time.perf_counter() - called) * 1000, 1)
             trace.steps += 1
-            used = usage_of(response)
+            used = usage_of(response, self.model, self.model_spec)
+            metrics.LLM_COST.labels(self.model, self.spec.name).inc(used.cost)
             trace.usage += used
             if not response.choices:
                 trace.unrecorded += used

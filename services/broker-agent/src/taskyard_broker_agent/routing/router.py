@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
@@ -30,6 +31,7 @@ from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
+from taskyard_common.model_specs import ModelSpec, price
 from taskyard_common.settings import LlmSettings
 
 log = logging.getLogger(__name__)
@@ -113,11 +115,14 @@ class Router:
         min_confidence: float = 0.0,
         guard: DirectiveGuard | None = None,
         cache: DecisionCache | None = None,
+        model_spec: ModelSpec | None = None,
     ) -> None:
         self._prompt = prompt
         self._rules = rules
         self._client = client
         self._model = model
+        # The catalog's entry of the model, for its prices (None: not described there, costs nothing).
+        self._model_spec = model_spec
         self._timeout = timeout_seconds
         self._min_confidence = min_confidence
         self._guard = guard if guard is not None else DirectiveGuard(prompt.specialists)
@@ -142,7 +147,8 @@ class Router:
         if llm_settings is None or not llm_settings.enabled:
             return cls(prompt, rules, client=None, guard=guard)
         # The router's model is a catalog entry's when one has its name (that entry's endpoint).
-        endpoint = llm.settings_for(llm_settings, catalog.model(llm_settings.model))
+        entry = catalog.model(llm_settings.model)
+        endpoint = llm.settings_for(llm_settings, entry)
         return cls(
             prompt,
             rules,
@@ -152,6 +158,7 @@ class Router:
             min_confidence=min_confidence,
             guard=guard,
             cache=DecisionCache(cache_size, cache_ttl_seconds),
+            model_spec=entry,
         )
 
     @property
@@ -183,7 +190,14 @@ class Router:
         cached = self._cache.get(request)
         metrics.ROUTING_CACHE.labels("miss" if cached is None else "hit").inc()
         if cached is not None:
-            update = {"cached": True, "llm_calls": 0, "tokens": 0, "guard": inspection.label or None}
+            update = {
+                "cached": True,
+                "llm_calls": 0,
+                "tokens": 0,
+                "cost": 0.0,
+                "model": None,
+                "guard": inspection.label or None,
+            }
             return self._guarded(cached.model_copy(update=update), inspection, count=False)
         try:
             # The client's timeout bounds each phase of the HTTP exchange; this bounds the whole call.
@@ -201,14 +215,14 @@ class Router:
             if not isinstance(exc, openai.OpenAIError | TimeoutError):
                 log.warning("unexpected error from the LLM client", exc_info=True)
             return self._guarded(self._fallback(request, LLM_ERROR, _describe(exc), calls=1), inspection)
-        tokens = _count_tokens(response)
+        spent = self._spent(response)
         try:
             decision = parse_answer(response, self._prompt.specialists, self._min_confidence)
         except InvalidAnswer as exc:
             return self._guarded(
-                self._fallback(request, INVALID_ANSWER, str(exc), calls=1, tokens=tokens), inspection
+                self._fallback(request, INVALID_ANSWER, str(exc), calls=1, **spent), inspection
             )
-        decision = decision.model_copy(update={"llm_calls": 1, "tokens": tokens})
+        decision = decision.model_copy(update={"llm_calls": 1, **spent})
         if inspection.fired and decision.specialist in inspection.targets:
             decision = self._second_opinion(request, decision)
         self._cache.put(request, decision)
@@ -233,6 +247,8 @@ class Router:
                 "fallback": GUARD,
                 "llm_calls": answer.llm_calls,
                 "tokens": answer.tokens,
+                "cost": answer.cost,
+                "model": answer.model,
             }
         )
 
@@ -244,12 +260,27 @@ class Router:
             metrics.ROUTING_GUARD.labels("stripped").inc()
         return decision.model_copy(update={"guard": inspection.label})
 
+    def _spent(self, response: ChatCompletion) -> dict[str, Any]:
+        """The call's tokens, model and cost (USD), counted in the metrics too."""
+        prompt, completion, tokens = _count_tokens(response)
+        cost = price(self._model_spec, prompt, completion)
+        metrics.LLM_COST.labels(self._model, metrics.ROUTER).inc(cost)
+        return {"tokens": tokens, "model": self._model, "cost": cost}
+
     def _fallback(
-        self, task_input: TaskInput, reason: str, cause: str | None, *, calls: int = 0, tokens: int = 0
+        self,
+        task_input: TaskInput,
+        reason: str,
+        cause: str | None,
+        *,
+        calls: int = 0,
+        tokens: int = 0,
+        model: str | None = None,
+        cost: float = 0.0,
     ) -> RoutingDecision:
         metrics.ROUTING_FALLBACKS.labels(reason).inc()
         decision = self._rules.route(task_input).model_copy(
-            update={"fallback": reason, "llm_calls": calls, "tokens": tokens}
+            update={"fallback": reason, "llm_calls": calls, "tokens": tokens, "model": model, "cost": cost}
         )
         if cause is None:
             return decision
@@ -258,14 +289,15 @@ class Router:
         return decision.model_copy(update={"reason": note[:_REASON_MAX]})
 
 
-def _count_tokens(response: ChatCompletion) -> int:
-    """The call's total tokens, counted in ``taskyard_routing_llm_tokens_total`` too (0 if not reported)."""
+def _count_tokens(response: ChatCompletion) -> tuple[int, int, int]:
+    """The call's prompt, completion and total tokens, counted in ``taskyard_routing_llm_tokens_total`` too
+    (0 if not reported)."""
     usage = response.usage
     if usage is None:
-        return 0
+        return 0, 0, 0
     # Servers that report usage partly leave the other fields out (None, despite the types).
     prompt = usage.prompt_tokens or 0
     completion = usage.completion_tokens or 0
     metrics.ROUTING_TOKENS.labels("prompt").inc(prompt)
     metrics.ROUTING_TOKENS.labels("completion").inc(completion)
-    return usage.total_tokens or prompt + completion
+    return prompt, completion, usage.total_tokens or prompt + completion
