@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from taskyard_api.routes.usage import month_start
+from taskyard_api.submission.budget import month_start
 from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import PostgresTaskStore
 from tests.integration.api.conftest import assert_problem, created, running

@@ -9,6 +9,7 @@ import pytest
 
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.model_specs import ModelSpec
+from taskyard_common.store.budgets import BudgetStore
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
 from tests.integration.worker.helpers import Harness
@@ -40,3 +41,23 @@ async def test_a_model_entry_base_url_replaces_the_configured_endpoint(
     assert usage.cost == pytest.approx((usage.prompt_tokens * 2.0 + usage.completion_tokens * 6.0) / 1e6)
     [request] = await harness.llm_requests()
     assert request["model"] == harness.model
+
+
+async def test_a_task_that_reached_its_max_cost_fails_before_its_next_call(
+    harness: Harness, write_catalog: Callable[..., Path], make_settings: Callable[..., ServiceSettings]
+) -> None:
+    # Only completion tokens cost: 125,000 USD per million, and a tool call is 8 completion tokens to the
+    # dev model, so each tool-calling step costs exactly 1 USD.
+    entry = ModelSpec(name=harness.model, output_price_per_mtok=125_000)
+    settings = make_settings(write_catalog(models=(entry,), model=harness.model))
+    step = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1 + 1"}}]}
+    await harness.script([step, step, {"content": "the answer"}])
+    await BudgetStore(harness.store.pool).set("default", monthly_budget=None, max_cost_per_task=2.0)
+    message = await harness.submit("Calculate twice, then answer.")
+    async with running_worker(settings, "general"):
+        record = await harness.wait(message.task_id, TaskStatus.FAILED)
+    assert record.error is not None and record.error.type == "budget_exceeded"
+    assert record.attempts == 1
+    # Two steps made and paid for; the third call never sent.
+    assert len(await harness.llm_requests()) == 2
+    assert record.usage.cost == pytest.approx(2.0) and record.cost == pytest.approx(2.0)

@@ -23,6 +23,7 @@ from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan, stop_watching
 from taskyard_api.routes import (
+    budgets,
     dead_letters,
     events,
     health,
@@ -77,7 +78,10 @@ TAGS = [
         "name": "dead-letters",
         "description": "Replay or discard dead-lettered tasks (admin only)",
     },
-    {"name": "usage", "description": "LLM spend: tasks, tokens and cost (USD) per specialist, model or day"},
+    {
+        "name": "usage",
+        "description": "LLM spend: tasks, tokens and cost (USD) per specialist, model or day; tenant budgets",
+    },
     {"name": "specialists", "description": "What a task may be routed to"},
     {"name": "health", "description": "Probes and metrics"},
 ]
@@ -118,6 +122,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(schedules.router)
     app.include_router(dead_letters.router)
     app.include_router(usage.router)
+    app.include_router(budgets.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
     # The web console (static, outside the OpenAPI document): it calls the /v1 routes like any client.

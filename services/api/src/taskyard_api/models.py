@@ -274,7 +274,7 @@ class TaskDocument(BaseModel):
             result=record.result,
             error=record.error,
             usage=record.usage,
-            cost=task_cost(record),
+            cost=record.cost,
             input=record.input,
             metadata=record.metadata,
             next_attempt_at=record.next_attempt_at,
@@ -294,12 +294,6 @@ class TaskDocument(BaseModel):
             children=children,
             links=TaskLinks.model_validate({"self": path, "result": f"{path}/result"}),
         )
-
-
-def task_cost(record: TaskRecord) -> float:
-    """What the task's LLM calls cost: its routing decision's and its agent's (the same sum ``/v1/usage``
-    makes in SQL)."""
-    return (record.routing.cost if record.routing else 0.0) + record.usage.cost
 
 
 def _dead_letter_info(record: TaskRecord) -> DeadLetterInfo | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from taskyard_api.bus import BusLink
 from taskyard_api.settings import ServiceSettings
+from taskyard_api.submission.budget import BudgetGate
 from taskyard_api.submission.inserts import TaskInserter
 from taskyard_api.submission.published import PublishedMarker
 from taskyard_api.submission.sweeper import Sweeper
@@ -22,6 +23,7 @@ from taskyard_api.webhooks.deliveries import WebhookDeliveries
 from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
+from taskyard_common.store.budgets import BudgetStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.store.schedules import ScheduleStore
@@ -49,8 +51,11 @@ class Resources:
     watcher: Watcher
     # The cron schedules, on the task store's pool.
     schedules: ScheduleStore
-    # What the tenants' tasks spent on LLM calls, on the task store's pool.
+    # What the tenants' tasks spent on LLM calls, their budgets and the monthly one's check, on the task
+    # store's pool.
     spend: SpendStore
+    budgets: BudgetStore
+    budget_gate: BudgetGate
 
     @classmethod
     @asynccontextmanager
@@ -100,6 +105,9 @@ class Resources:
             # Closed first: it uses the bus link and the store.
             stack.push_async_callback(sweeper.close)
             sweeper.start()
+            timeout = settings.db.command_timeout_seconds
+            spend = SpendStore(store.pool, acquire_timeout=timeout)
+            budgets = BudgetStore(store.pool, acquire_timeout=timeout)
             yield cls(
                 settings=settings,
                 catalog=catalog,
@@ -113,5 +121,7 @@ class Resources:
                 deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 watcher=watcher,
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
-                spend=SpendStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                spend=spend,
+                budgets=budgets,
+                budget_gate=BudgetGate(budgets, spend, ttl_seconds=settings.api.auth_cache_seconds),
             )

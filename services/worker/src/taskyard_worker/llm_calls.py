@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -45,6 +46,29 @@ class AgentError(PermanentError):
 
 class MaxStepsExceeded(AgentError):
     kind = TaskErrorType.MAX_STEPS_EXCEEDED
+
+
+class BudgetExceeded(AgentError):
+    """The task's cost reached its tenant's ``max_cost_per_task``: no further LLM call is made."""
+
+    kind = TaskErrorType.BUDGET_EXCEEDED
+
+
+@dataclass(frozen=True)
+class CostCap:
+    """What a task may cost (``limit``, USD) and what it had cost when this attempt started (``spent``:
+    routing, earlier attempts and the recorded steps)."""
+
+    limit: float
+    spent: float
+
+    def check(self, attempt_cost: float) -> None:
+        """Raise ``BudgetExceeded`` when the task has used its limit up: any further call would pass it."""
+        total = self.spent + attempt_cost
+        if total >= self.limit:
+            raise BudgetExceeded(
+                f"the task cost {total:.6f} USD, its tenant's max_cost_per_task is {self.limit:.6f} USD"
+            )
 
 
 class AttemptTimeout(TransientError):

@@ -26,6 +26,7 @@ from taskyard_common.health import HealthServer
 from taskyard_common.llm import ClientPool, settings_for
 from taskyard_common.service import ConfigurationError
 from taskyard_common.store import PostgresTaskStore, TaskStore
+from taskyard_common.store.budgets import BudgetStore
 from taskyard_common.topology import Topology, declare, work_queue_arguments
 from taskyard_worker.settings import ServiceSettings
 from taskyard_worker.tools import ToolRegistry, UnknownToolError
@@ -100,6 +101,8 @@ class WorkerResources:
     tools: ToolRegistry
     llm: ClientPool
     store: TaskStore
+    # The tenants' budgets, on the task store's pool.
+    budgets: BudgetStore
     connection: AbstractRobustConnection
     # The main queue's channel (prefetch = concurrency), the quarantine queue's (prefetch 1) and the
     # control queue's: separate, so one's prefetch or failure never holds up the others.
@@ -181,6 +184,7 @@ class WorkerResources:
                 tools=tools,
                 llm=llm,
                 store=store,
+                budgets=BudgetStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 connection=connection,
                 main_channel=main_channel,
                 main_queue=main_queue,

@@ -30,7 +30,14 @@ from taskyard_common.messages import TaskInput, Usage
 from taskyard_common.model_specs import ModelSpec
 from taskyard_common.store import Step
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
-from taskyard_worker.llm_calls import AttemptTimeout, LlmCaller, MaxStepsExceeded, reply_of, usage_of
+from taskyard_worker.llm_calls import (
+    AttemptTimeout,
+    CostCap,
+    LlmCaller,
+    MaxStepsExceeded,
+    reply_of,
+    usage_of,
+)
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
 from taskyard_worker.tools.delegate import (
@@ -134,12 +141,14 @@ class Agent:
         tokens: TokenStream | None = None,
         instructions: str | None = None,
         delegation: DelegationLimits | None = None,
+        cost_cap: CostCap | None = None,
     ) -> AgentResult:
         """Run one attempt, continuing after the recorded ``steps`` (a streaming specialist's text to
         ``tokens``). Raises ``AgentError`` (fail the task),
         ``HandBackAfterStep`` (stopped between steps), ``Delegating`` (parked until the tasks it delegates to
         are done) or ``TransientError`` (try again later; ``AttemptTimeout`` when the attempt ran out of
-        time). ``instructions``: the task's own, after the specialist's."""
+        time; ``BudgetExceeded``, an ``AgentError``, when ``cost_cap`` is reached before a call).
+        ``instructions``: the task's own, after the specialist's."""
         trace = trace if trace is not None else RunTrace()
         limit = self.attempt_timeout(timeout_seconds)
         system = self.spec.instructions + (f"\n\n{instructions}" if instructions else "")
@@ -153,7 +162,9 @@ class Agent:
             return AgentResult(state.final_answer, trace.steps, list(trace.tool_calls), trace.usage)
         try:
             async with asyncio.timeout(limit) as deadline:
-                return await self._loop(state, trace, checkpoint, stop_after_step, tokens, delegation)
+                return await self._loop(
+                    state, trace, checkpoint, stop_after_step, tokens, delegation, cost_cap
+                )
         except TimeoutError:
             if deadline.expired():
                 raise AttemptTimeout(f"the attempt did not finish within {limit:g} s") from None
@@ -167,6 +178,7 @@ class Agent:
         stop: asyncio.Event | None,
         tokens: TokenStream | None,
         delegation: DelegationLimits | None,
+        cost_cap: CostCap | None,
     ) -> AgentResult:
         messages = state.messages
         if state.pending_calls:
@@ -174,6 +186,8 @@ class Agent:
         while trace.steps < self.spec.max_steps:
             if stop is not None and stop.is_set():
                 raise HandBackAfterStep(trace.steps)
+            if cost_cap is not None:
+                cost_cap.check(trace.usage.cost)
             body: dict[str, Any] = {"model": self.model, "messages": messages}
             if self._tool_schemas:
                 body["tools"] = self._tool_schemas

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from taskyard_api.deps import ResourcesDep
 from taskyard_api.http.problems import VALIDATION_ERROR, FieldError, ProblemException, problem_responses
+from taskyard_api.submission.budget import month_start
 from taskyard_api.tenancy.auth import Reader
 from taskyard_common.store.spend import Spend, UsageGroup
 
@@ -58,11 +59,6 @@ class UsageReport(BaseModel):
     groups: list[UsageFigures] = Field(
         description="One entry per group, in key order (empty without group_by)"
     )
-
-
-def month_start(now: datetime) -> datetime:
-    """The first instant of ``now``'s month, UTC."""
-    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 def _utc(value: datetime) -> datetime:
