@@ -118,6 +118,7 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
         ("/v1/schedules/{schedule_id}/resume", "post"): {"200", "403", "404", "500", "503"},
         ("/v1/specialists", "get"): {"200", "500"},
         ("/v1/usage", "get"): {"200", "422", "500", "503"},
+        ("/v1/limits", "get"): {"200", "403", "500", "503"},
         ("/v1/tenants/{tenant}/budget", "get"): {"200", "403", "404", "422", "500", "503"},
         ("/v1/tenants/{tenant}/budget", "put"): {"200", "403", "404", "415", "422", "500", "503"},
         ("/healthz", "get"): {"200", "500"},

@@ -202,7 +202,7 @@ SCHEDULER_LAG = Gauge(
 )
 
 ROUTING_METHODS = ("llm", "rules", "explicit")
-ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard")
+ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard", "rate_limited")
 ROUTING_GUARD_OUTCOMES = ("stripped", "overruled")
 ROUTING_CACHE_RESULTS = ("hit", "miss")
 # The specialist label of a dead-lettered task that names none, or one outside the catalog (keeps it bounded).
@@ -213,11 +213,21 @@ LEASE_OUTCOMES = ("requeued", "dead_lettered")
 WEBHOOK_OUTCOMES = ("delivered", "failed_attempt", "refused", "gave_up")
 SCHEDULE_SKIP_REASONS = ("overlap", "missed", "existing", "failed")
 
-LLM_OUTCOMES = ("ok", "rate_limited", "server_error", "client_error", "timeout", "connection_error", "error")
+# fleet_limited: not sent, the model's fleet-wide rpm/tpm needed a longer wait than one in place.
+LLM_OUTCOMES = (
+    "ok",
+    "rate_limited",
+    "server_error",
+    "client_error",
+    "timeout",
+    "connection_error",
+    "error",
+    "fleet_limited",
+)
 
 # Terminal statuses a worker records, and why a worker schedules a task again.
 WORKER_FINISHED_STATUSES = ("completed", "failed", "cancelled")
-RETRY_REASONS = ("transient", "rate_limited", "timeout", "store_unavailable")
+RETRY_REASONS = ("transient", "rate_limited", "llm_rate_limited", "timeout", "store_unavailable")
 STEP_RETRY_REASONS = ("server_error", "timeout", "connection_error")
 
 

@@ -27,6 +27,7 @@ from taskyard_api.routes import (
     dead_letters,
     events,
     health,
+    limits,
     schedules,
     specialists,
     task_groups,
@@ -123,6 +124,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(dead_letters.router)
     app.include_router(usage.router)
     app.include_router(budgets.router)
+    app.include_router(limits.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
     # The web console (static, outside the OpenAPI document): it calls the /v1 routes like any client.

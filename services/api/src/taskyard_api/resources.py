@@ -56,6 +56,8 @@ class Resources:
     spend: SpendStore
     budgets: BudgetStore
     budget_gate: BudgetGate
+    # The shared token buckets (the models' fleet-wide LLM limits are read from them).
+    rate_limits: RateLimitStore
 
     @classmethod
     @asynccontextmanager
@@ -124,4 +126,5 @@ class Resources:
                 spend=spend,
                 budgets=budgets,
                 budget_gate=BudgetGate(budgets, spend, ttl_seconds=settings.api.auth_cache_seconds),
+                rate_limits=RateLimitStore(store.pool, acquire_timeout=timeout),
             )

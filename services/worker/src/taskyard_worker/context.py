@@ -54,6 +54,7 @@ class WorkerContext:
             resources.tools,
             max_tool_output_chars=settings.worker.max_tool_output_chars,
             models=resources.catalog.model_table,
+            limits=resources.limits,
         )
         return cls(
             spec=resources.spec,

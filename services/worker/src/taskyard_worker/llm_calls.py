@@ -24,6 +24,7 @@ from taskyard_common import metrics
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import PermanentError, TransientError
 from taskyard_common.llm import ClientPool, classify
+from taskyard_common.llm_limits import LlmLimits, RateLimitWait
 from taskyard_common.messages import Usage
 from taskyard_common.model_specs import ModelSpec, price
 from taskyard_common.retry import backoff_seconds
@@ -32,6 +33,8 @@ from taskyard_worker.streaming import StreamBroken, stream_completion
 from taskyard_worker.tokens import TokenStream
 
 _COMPLETIONS_PATH = "/chat/completions"
+# Asks the SDK for the raw answer (headers and all) of one call: its documented ``with_raw_response``.
+_RAW = {"X-Stainless-Raw-Response": "true"}
 # Backoff between the tries of one step: 0.5 s, 1 s, 2 s, ... never more than this (the chart's grace
 # period allows this much per retry).
 STEP_BACKOFF_BASE_SECONDS = 0.5
@@ -82,6 +85,11 @@ class LlmRateLimited(TransientError):
     def __init__(self, message: str, retry_after: float | None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class FleetRateLimited(LlmRateLimited):
+    """The model's fleet-wide ``rpm``/``tpm`` (``llm_limits``) needs a longer wait than one in place: the
+    task is deferred, uncharged, for about that long; nothing was sent."""
 
 
 class LlmRejected(AgentError):
@@ -159,10 +167,14 @@ def map_error(exc: openai.OpenAIError) -> Exception:
 class LlmCaller:
     """The chat completions of one specialist, on the process's pooled clients."""
 
-    def __init__(self, spec: SpecialistSpec, clients: ClientPool, model: str) -> None:
+    def __init__(
+        self, spec: SpecialistSpec, clients: ClientPool, model: str, limits: LlmLimits | None = None
+    ) -> None:
         self._spec = spec
         self._clients = clients
         self.model = model
+        # The fleet-wide limits, when the model has any.
+        self._limits = limits if limits is not None and limits.limits(model) else None
 
     async def complete(self, body: dict[str, Any], tokens: TokenStream | None = None) -> ChatCompletion:
         """One completion, tried up to ``llm_retries`` more times on an ``LlmUnavailable``; streamed when
@@ -195,6 +207,25 @@ class LlmCaller:
                 )
 
     async def _once(self, body: dict[str, Any], tokens: TokenStream | None) -> ChatCompletion:
+        limits = self._limits
+        if limits is None:
+            return await self._send(body, tokens)
+        try:
+            async with limits.call(self.model, body) as held:
+                used: int | None = None
+                try:
+                    response = await self._send(body, tokens, limits)
+                    used = response.usage.total_tokens if response.usage is not None else 0
+                    return response
+                finally:
+                    limits.settle(held, used)
+        except RateLimitWait as exc:
+            metrics.LLM_REQUESTS.labels(self.model, "fleet_limited").inc()
+            raise FleetRateLimited(str(exc), exc.wait_seconds) from None
+
+    async def _send(
+        self, body: dict[str, Any], tokens: TokenStream | None, limits: LlmLimits | None = None
+    ) -> ChatCompletion:
         try:
             with metrics.track_llm_request(self.model), self._clients.client() as client:
                 if self._spec.stream:
@@ -203,7 +234,15 @@ class LlmCaller:
                 # ``chat.completions.create``: the body is already in wire form (plain dicts, our own tool
                 # schemas), and ``create`` would walk every parameter against its type hints to transform
                 # it. Errors, auth and parsing stay the SDK's.
-                return await client.post(_COMPLETIONS_PATH, body=body, cast_to=ChatCompletion)
+                if limits is None:
+                    return await client.post(_COMPLETIONS_PATH, body=body, cast_to=ChatCompletion)
+                # Limited: the raw answer too, for the provider's x-ratelimit-remaining-* headers.
+                raw: Any = await client.post(
+                    _COMPLETIONS_PATH, body=body, cast_to=ChatCompletion, options={"headers": _RAW}
+                )
+                await limits.observe(self.model, raw.headers)
+                response: ChatCompletion = raw.parse()
+                return response
         except StreamBroken as exc:
             raise LlmUnavailable(str(exc), exc.reason) from exc
         except openai.OpenAIError as exc:

@@ -24,9 +24,11 @@ from taskyard_common.event_bus import EventNotifier
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.health import HealthServer
 from taskyard_common.llm import ClientPool, settings_for
+from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.service import ConfigurationError
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.budgets import BudgetStore
+from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.topology import Topology, declare, work_queue_arguments
 from taskyard_worker.settings import ServiceSettings
 from taskyard_worker.tools import ToolRegistry, UnknownToolError
@@ -101,8 +103,9 @@ class WorkerResources:
     tools: ToolRegistry
     llm: ClientPool
     store: TaskStore
-    # The tenants' budgets, on the task store's pool.
+    # The tenants' budgets and the models' fleet-wide limits, on the task store's pool.
     budgets: BudgetStore
+    limits: LlmLimits
     connection: AbstractRobustConnection
     # The main queue's channel (prefetch = concurrency), the quarantine queue's (prefetch 1) and the
     # control queue's: separate, so one's prefetch or failure never holds up the others.
@@ -185,6 +188,10 @@ class WorkerResources:
                 llm=llm,
                 store=store,
                 budgets=BudgetStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                limits=LlmLimits(
+                    RateLimitStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                    catalog.model_table,
+                ),
                 connection=connection,
                 main_channel=main_channel,
                 main_queue=main_queue,

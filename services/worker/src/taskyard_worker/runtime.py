@@ -26,6 +26,7 @@ from taskyard_common import metrics
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import TransientError
 from taskyard_common.llm import ClientPool
+from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.messages import TaskInput, Usage
 from taskyard_common.model_specs import ModelSpec
 from taskyard_common.store import Step
@@ -109,13 +110,14 @@ class Agent:
         *,
         max_tool_output_chars: int,
         models: Mapping[str, ModelSpec] | None = None,
+        limits: LlmLimits | None = None,
     ) -> None:
         self.spec = spec
         self.model = spec.model or default_model
         # The catalog's entry of the model, for its prices (None: a model the catalog does not describe).
         self.model_spec = (models or {}).get(self.model)
         clients = client if isinstance(client, ClientPool) else ClientPool([client])
-        self._llm = LlmCaller(spec, clients, self.model)
+        self._llm = LlmCaller(spec, clients, self.model, limits)
         self._tools = tools
         self._tool_schemas = tools.openai_tools()
         self._max_tool_output_chars = max_tool_output_chars
