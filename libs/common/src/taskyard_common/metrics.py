@@ -99,6 +99,14 @@ LLM_COST = Counter(
     "taskyard_llm_cost_total", "Cost of LLM calls in USD (the catalog's prices)", ["model", "specialist"]
 )
 ROUTER = "_router"
+# ``model``: the one that failed; ``reason``: server_error, timeout, connection_error (past the in-step
+# retries), rate_limited (a 429 asking for a long wait), fleet_limited (the fleet-wide limit's wait).
+LLM_FAILOVERS = Counter(
+    "taskyard_llm_failovers_total",
+    "LLM calls sent on to the model's next fallback (the catalog's models)",
+    ["model", "reason"],
+)
+FAILOVER_REASONS = ("server_error", "timeout", "connection_error", "rate_limited", "fleet_limited")
 LLM_DURATION = Histogram(
     "taskyard_llm_request_duration_seconds",
     "Latency of one chat completion call",
@@ -285,6 +293,11 @@ def init_llm_labels(model: str, specialist: str = ROUTER) -> None:
         LLM_REQUESTS.labels(model, outcome)
     LLM_DURATION.labels(model)
     LLM_COST.labels(model, specialist)
+
+
+def init_failover_labels(model: str) -> None:
+    for reason in FAILOVER_REASONS:
+        LLM_FAILOVERS.labels(model, reason)
 
 
 def llm_outcome(exc: BaseException | None) -> str:

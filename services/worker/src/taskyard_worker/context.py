@@ -55,6 +55,7 @@ class WorkerContext:
             max_tool_output_chars=settings.worker.max_tool_output_chars,
             models=resources.catalog.model_table,
             limits=resources.limits,
+            endpoints=resources.endpoints,
         )
         return cls(
             spec=resources.spec,

@@ -9,7 +9,6 @@ deferred uncharged through the delay queues (the provider asked for a wait, mayb
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,21 +19,12 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
-from taskyard_common import metrics
-from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import PermanentError, TransientError
-from taskyard_common.llm import ClientPool, classify
-from taskyard_common.llm_limits import LlmLimits, RateLimitWait
+from taskyard_common.llm import classify
 from taskyard_common.messages import Usage
 from taskyard_common.model_specs import ModelSpec, price
-from taskyard_common.retry import backoff_seconds
 from taskyard_common.task_errors import TaskErrorType
-from taskyard_worker.streaming import StreamBroken, stream_completion
-from taskyard_worker.tokens import TokenStream
 
-_COMPLETIONS_PATH = "/chat/completions"
-# Asks the SDK for the raw answer (headers and all) of one call: its documented ``with_raw_response``.
-_RAW = {"X-Stainless-Raw-Response": "true"}
 # Backoff between the tries of one step: 0.5 s, 1 s, 2 s, ... never more than this (the chart's grace
 # period allows this much per retry).
 STEP_BACKOFF_BASE_SECONDS = 0.5
@@ -162,91 +152,6 @@ def map_error(exc: openai.OpenAIError) -> Exception:
         # policy's max_attempts bounds how often it is tried again.
         return TransientError(f"LLM call failed: {type(exc).__name__}")
     return mapped
-
-
-class LlmCaller:
-    """The chat completions of one specialist, on the process's pooled clients."""
-
-    def __init__(
-        self, spec: SpecialistSpec, clients: ClientPool, model: str, limits: LlmLimits | None = None
-    ) -> None:
-        self._spec = spec
-        self._clients = clients
-        self.model = model
-        # The fleet-wide limits, when the model has any.
-        self._limits = limits if limits is not None and limits.limits(model) else None
-
-    async def complete(self, body: dict[str, Any], tokens: TokenStream | None = None) -> ChatCompletion:
-        """One completion, tried up to ``llm_retries`` more times on an ``LlmUnavailable``; streamed when
-        the specialist says ``stream``, its text to ``tokens`` (all of it sent before this returns)."""
-        if tokens is None or not self._spec.stream:
-            return await self._tries(body, None)
-        try:
-            response = await self._tries(body, tokens)
-        except Exception:
-            tokens.restart()  # the step's text so far is void: the next attempt tries the step again
-            await tokens.finish()
-            raise
-        await tokens.finish()
-        return response
-
-    async def _tries(self, body: dict[str, Any], tokens: TokenStream | None) -> ChatCompletion:
-        retried = 0
-        while True:
-            try:
-                return await self._once(body, tokens)
-            except LlmUnavailable as exc:
-                if retried >= self._spec.llm_retries:
-                    raise
-                retried += 1
-                metrics.LLM_STEP_RETRIES.labels(self._spec.name, exc.reason).inc()
-                if tokens is not None:
-                    tokens.restart()  # a client may have seen some of the failed try's text
-                await asyncio.sleep(
-                    backoff_seconds(retried, STEP_BACKOFF_BASE_SECONDS, STEP_BACKOFF_MAX_SECONDS)
-                )
-
-    async def _once(self, body: dict[str, Any], tokens: TokenStream | None) -> ChatCompletion:
-        limits = self._limits
-        if limits is None:
-            return await self._send(body, tokens)
-        try:
-            async with limits.call(self.model, body) as held:
-                used: int | None = None
-                try:
-                    response = await self._send(body, tokens, limits)
-                    used = response.usage.total_tokens if response.usage is not None else 0
-                    return response
-                finally:
-                    limits.settle(held, used)
-        except RateLimitWait as exc:
-            metrics.LLM_REQUESTS.labels(self.model, "fleet_limited").inc()
-            raise FleetRateLimited(str(exc), exc.wait_seconds) from None
-
-    async def _send(
-        self, body: dict[str, Any], tokens: TokenStream | None, limits: LlmLimits | None = None
-    ) -> ChatCompletion:
-        try:
-            with metrics.track_llm_request(self.model), self._clients.client() as client:
-                if self._spec.stream:
-                    return await stream_completion(client, _COMPLETIONS_PATH, body, tokens)
-                # The SDK's generic ``post`` (its documented way to call any endpoint) rather than
-                # ``chat.completions.create``: the body is already in wire form (plain dicts, our own tool
-                # schemas), and ``create`` would walk every parameter against its type hints to transform
-                # it. Errors, auth and parsing stay the SDK's.
-                if limits is None:
-                    return await client.post(_COMPLETIONS_PATH, body=body, cast_to=ChatCompletion)
-                # Limited: the raw answer too, for the provider's x-ratelimit-remaining-* headers.
-                raw: Any = await client.post(
-                    _COMPLETIONS_PATH, body=body, cast_to=ChatCompletion, options={"headers": _RAW}
-                )
-                await limits.observe(self.model, raw.headers)
-                response: ChatCompletion = raw.parse()
-                return response
-        except StreamBroken as exc:
-            raise LlmUnavailable(str(exc), exc.reason) from exc
-        except openai.OpenAIError as exc:
-            raise map_error(exc) from exc
 
 
 def usage_of(response: ChatCompletion, model: str, spec: ModelSpec | None = None) -> Usage:

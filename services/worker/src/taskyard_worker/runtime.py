@@ -28,17 +28,11 @@ from taskyard_common.errors import TransientError
 from taskyard_common.llm import ClientPool
 from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.messages import TaskInput, Usage
-from taskyard_common.model_specs import ModelSpec
+from taskyard_common.model_specs import ModelSpec, fallback_chain
 from taskyard_common.store import Step
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
-from taskyard_worker.llm_calls import (
-    AttemptTimeout,
-    CostCap,
-    LlmCaller,
-    MaxStepsExceeded,
-    reply_of,
-    usage_of,
-)
+from taskyard_worker.llm_caller import LlmCaller, ModelRoute
+from taskyard_worker.llm_calls import AttemptTimeout, CostCap, MaxStepsExceeded, reply_of, usage_of
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
 from taskyard_worker.tools.delegate import (
@@ -111,13 +105,20 @@ class Agent:
         max_tool_output_chars: int,
         models: Mapping[str, ModelSpec] | None = None,
         limits: LlmLimits | None = None,
+        endpoints: Mapping[str, ClientPool] | None = None,
     ) -> None:
+        """``models``: the catalog's entries (prices, limits, fallbacks); ``endpoints``: the clients of the
+        fallback models served elsewhere than ``client`` (by model name)."""
         self.spec = spec
         self.model = spec.model or default_model
-        # The catalog's entry of the model, for its prices (None: a model the catalog does not describe).
-        self.model_spec = (models or {}).get(self.model)
         clients = client if isinstance(client, ClientPool) else ClientPool([client])
-        self._llm = LlmCaller(spec, clients, self.model, limits)
+        table = models or {}
+        # The model, then its fallbacks: each with its endpoint's clients and its entry (for its prices).
+        routes = [
+            ModelRoute(name, (endpoints or {}).get(name, clients), table.get(name))
+            for name in fallback_chain(table, self.model)
+        ]
+        self._llm = LlmCaller(spec, routes, limits)
         self._tools = tools
         self._tool_schemas = tools.openai_tools()
         self._max_tool_output_chars = max_tool_output_chars
@@ -196,11 +197,13 @@ class Agent:
             if tokens is not None:
                 tokens.begin(trace.steps + 1)
             called = time.perf_counter()
-            response = await self._llm.complete(body, tokens)
+            answer = await self._llm.complete(body, tokens)
+            response = answer.response
             latency_ms = round((time.perf_counter() - called) * 1000, 1)
             trace.steps += 1
-            used = usage_of(response, self.model, self.model_spec)
-            metrics.LLM_COST.labels(self.model, self.spec.name).inc(used.cost)
+            # Priced by, and recorded with, the model that answered (a fallback's after a failover).
+            used = usage_of(response, answer.model, answer.spec)
+            metrics.LLM_COST.labels(answer.model, self.spec.name).inc(used.cost)
             trace.usage += used
             if not response.choices:
                 trace.unrecorded += used
