@@ -1,4 +1,7 @@
-from taskyard_common.llm_limits import COMPLETION_ESTIMATE, Bucket, estimate_tokens
+import asyncio
+
+from taskyard_common.llm_limits import COMPLETION_ESTIMATE, Bucket, LlmLimits, estimate_tokens
+from taskyard_common.model_specs import ModelSpec
 from taskyard_devllm.limits import Limits
 
 
@@ -25,3 +28,14 @@ def test_the_dev_server_refuses_above_its_rate_and_counts():
     assert refused["x-ratelimit-remaining-requests"] == "0"
     assert (limits.counts["m"].answered, limits.counts["m"].rate_limited) == (2, 1)
     assert limits.check("unlimited") is None
+
+
+async def test_max_concurrent_holds_calls_in_this_process():
+    # No rpm or tpm: no bucket is read, so no store is needed.
+    limits = LlmLimits(None, {"m": ModelSpec(name="m", max_concurrent=1)})  # type: ignore[arg-type]
+    assert limits.limits("m") and not limits.limits("other")
+    async with limits.call("m", {"messages": []}):
+        second = asyncio.ensure_future(limits.call("m", {"messages": []}).__aenter__())
+        await asyncio.sleep(0.05)
+        assert not second.done(), "the second call waits for the first"
+    await asyncio.wait_for(second, 5)

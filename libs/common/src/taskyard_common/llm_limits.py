@@ -89,7 +89,8 @@ class Reservation:
 
 
 class LlmLimits:
-    """The fleet-wide limits of the models that have ``rpm`` or ``tpm`` (others pass freely)."""
+    """The fleet-wide limits of the models that have ``rpm`` or ``tpm``, and each process's
+    ``max_concurrent`` (others pass freely)."""
 
     def __init__(
         self,
@@ -115,7 +116,12 @@ class LlmLimits:
                 self._in_flight[spec.name] = asyncio.Semaphore(spec.max_concurrent)
 
     def limits(self, model: str) -> bool:
-        return (model, "requests") in self._buckets or (model, "tokens") in self._buckets
+        """Whether calls of ``model`` go through ``call`` (it has an rpm, a tpm or a max_concurrent)."""
+        return (
+            (model, "requests") in self._buckets
+            or (model, "tokens") in self._buckets
+            or model in self._in_flight
+        )
 
     @contextlib.asynccontextmanager
     async def call(self, model: str, body: Mapping[str, Any]) -> AsyncIterator[Reservation]:
