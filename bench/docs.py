@@ -38,7 +38,14 @@ METHOD = """\
 - **I/O-bound**: tasks are submitted and routed first with no worker running; then one worker (specialist
   concurrency from a bench catalog) drains them; the window is the first `started_at` to the last
   `finished_at`, against the ideal `ceil(tasks / concurrency) x 1 s`; peak RSS is the worker's `VmHWM`; p50/p99
-  there are each task's run time (`started_at` .. `finished_at`, ideal 1 s).
+  there are each task's run time (`started_at` .. `finished_at`, ideal 1 s). It runs twice: without LLM
+  limits, then (`taskyard.io.limited`) with the model's fleet-wide `rpm` 10^6 and `tpm` 10^9 in the catalog,
+  so every call reserves from the PostgreSQL buckets but none waits; the target compares the two windows.
+- **Fleet-wide rpm** (scenario 6): the dev LLM server started with `--rpm 600` (429 above 600 requests a
+  minute per model), the catalog's model entry with `rpm: 600`; 300 one-call tasks submitted and routed
+  first, then three worker processes drain them. From the server's own counts: calls answered and refused,
+  and the answered rate (answered calls over its first to last answer, the initial burst included); from
+  the store: tasks with a charged attempt (more than one attempt, or a charged history entry).
 - **Submit path**: only the API runs (nothing consumes the intake queue). The load comes from
   `bench/http_load.py` in a process of its own: bare keep-alive HTTP/1.1 connections (`asyncio.Protocol`,
   one pre-encoded request, only the status line and `Content-Length` parsed), whose CPU per request is

@@ -168,6 +168,18 @@ def evaluate(rows: Sequence[Row]) -> list[Target]:
         )
     )
 
+    limited = by_key.get("taskyard.io.limited")
+    with_limits = limited.extra.get("window_s") if limited else None
+    value = ratio(with_limits, window)
+    targets.append(
+        Target(
+            "I/O-bound with fleet-wide LLM limits (not binding) vs without",
+            "<= 1.10x",
+            f"{fmt(value)}x ({fmt(with_limits)} s vs {fmt(window)} s){_suffix(limited)}",
+            _judge(limited, value, value is not None and value <= 1.10 and io is not None and io.ok),
+        )
+    )
+
     submit = [r for r in rows if r.key.startswith("submit.") and _usable(r)]
     fast = [r for r in submit if r.p99_ms is not None and r.p99_ms < 50]
     top = max(fast, key=lambda r: r.per_s or 0, default=None)

@@ -7,6 +7,7 @@ from bench.scenarios import (
     broker_limit,
     celery_baseline,
     fairness,
+    llm_rpm,
     priority,
     submit_path,
     taskyard_io,
@@ -23,4 +24,5 @@ ALL: tuple[Scenario, ...] = (
     workflow_group.SCENARIO,
     fairness.SCENARIO,
     priority.SCENARIO,
+    llm_rpm.SCENARIO,
 )

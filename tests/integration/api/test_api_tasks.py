@@ -32,7 +32,14 @@ async def test_submit_stores_the_task_and_announces_it_once(
     assert doc["input"] == "Summarize this."
     assert doc["metadata"] == {"team": "ops"}
     assert doc["routing"] is None and doc["result"] is None and doc["error"] is None
-    assert doc["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    assert doc["usage"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "total_tokens": 0,
+        "cost": 0.0,
+        "model": None,
+    }
+    assert doc["cost"] == 0.0
     assert doc["links"] == {"self": f"/v1/tasks/{task_id}", "result": f"/v1/tasks/{task_id}/result"}
 
     record = await store.get(task_id)
@@ -87,7 +94,8 @@ async def test_task_document_and_result_follow_the_lifecycle(
     doc = (await client.get(f"/v1/tasks/{task_id}")).json()
     assert doc["status"] == "completed" and doc["specialist"] == "general" and doc["attempts"] == 1
     assert doc["routing"] == {"method": "rules", "reason": "arithmetic", "confidence": 0.6, "latency_ms": None,
-                              "llm_calls": 0, "tokens": 0, "cached": False, "guard": None, "fallback": None}  # fmt: skip
+                              "llm_calls": 0, "tokens": 0, "cached": False, "guard": None, "fallback": None,
+                              "model": None, "cost": 0.0}  # fmt: skip
     assert doc["result"] == {"answer": "42"} and doc["error"] is None
     assert doc["started_at"] is not None and doc["finished_at"] is not None
 

@@ -12,7 +12,10 @@ from prometheus_client import REGISTRY
 from taskyard_broker_agent.routing.guard import DirectiveGuard
 from taskyard_broker_agent.routing.router import Router
 from taskyard_common.catalog import Catalog
+from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.messages import RoutingMethod
+from taskyard_common.model_specs import ModelSpec
+from taskyard_common.store.rate_limits import RateLimitStore
 
 pytestmark = pytest.mark.integration
 
@@ -198,3 +201,30 @@ async def test_failed_answers_fall_back_and_are_not_cached(devllm, make_router, 
     again = await router.route("Please summarize this document")
     assert (again.method, again.specialist, again.cached) == (RoutingMethod.LLM, "researcher", False)
     assert len(await devllm.requests(model)) == 2
+
+
+async def test_a_priced_and_limited_model_costs_its_call_and_past_its_limit_the_rules_route(
+    devllm, catalog: Catalog, llm_settings, store
+):
+    model = devllm.new_model()
+    await devllm.script(model, [route_task("researcher")], repeat_last=True)
+    # One request a minute: the second decision would wait about a minute, so the rules make it.
+    entry = ModelSpec(name=model, rpm=1, input_price_per_mtok=1000, output_price_per_mtok=1000)
+    priced = catalog.model_copy(update={"models": (entry,)})
+    router = Router.create(
+        priced, llm_settings(model), limits=LlmLimits(RateLimitStore(store.pool), {model: entry})
+    )
+    try:
+        first = await router.route("Find the docs on pod disruption budgets")
+        second = await router.route("Find the docs on horizontal pod autoscalers")
+    finally:
+        await router.close()
+    assert (first.method, first.model) == (RoutingMethod.LLM, model)
+    assert first.cost == pytest.approx(first.tokens * 1000 / 1e6)
+    assert (second.method, second.fallback, second.llm_calls, second.cost) == (
+        RoutingMethod.RULES,
+        "rate_limited",
+        0,
+        0,
+    )
+    assert len(await devllm.requests(model)) == 1

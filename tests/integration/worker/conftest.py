@@ -13,6 +13,7 @@ import yaml
 
 from taskyard_common.catalog import Catalog
 from taskyard_common.messages import Priority, RoutingDecision, RoutingMethod, TaskInput, WorkMessage
+from taskyard_common.model_specs import ModelSpec
 from taskyard_common.settings import (
     AmqpSettings,
     CatalogSettings,
@@ -79,14 +80,14 @@ def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
 @pytest.fixture
 def write_catalog(catalog: Catalog, tmp_path: Path) -> Callable[..., Path]:
     """A catalog file like specialists.yaml (same names, so the same queues) with the general
-    specialist's fields overridden, e.g. a short backoff or a concurrency of 1."""
+    specialist's fields overridden, e.g. a short backoff or a concurrency of 1, and ``models`` entries."""
 
-    def write(**general: Any) -> Path:
+    def write(models: tuple[ModelSpec, ...] = (), **general: Any) -> Path:
         specialists = [
             spec.model_copy(update=general) if spec.name == "general" else spec
             for spec in catalog.specialists
         ]
-        changed = Catalog(fallback=catalog.fallback, specialists=tuple(specialists))
+        changed = Catalog(fallback=catalog.fallback, specialists=tuple(specialists), models=models)
         # Validated again: model_copy does not, and a typo in an override must fail here, not in the worker.
         document = Catalog.model_validate(changed.model_dump(mode="json", by_alias=True))
         path = tmp_path / f"catalog-{uuid.uuid4().hex[:6]}.yaml"

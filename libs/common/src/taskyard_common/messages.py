@@ -75,18 +75,28 @@ class RoutingDecision(_Model):
     # A request split into distinct jobs (catalog ``multi_route``): each part runs as a child task of a group,
     # then ``specialist`` combines their outcomes. Empty: the usual single route.
     parts: tuple[RoutedPart, ...] = Field(default=(), max_length=MAX_ROUTED_PARTS)
+    # The model the router called and what its call cost in USD (the catalog's prices; 0 without an LLM
+    # call or a price).
+    model: str | None = Field(default=None, max_length=200)
+    cost: float = Field(default=0.0, ge=0)
 
 
 class Usage(_Model):
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)
     total_tokens: int = Field(default=0, ge=0)
+    # USD, priced by the model that answered when the usage was recorded (the catalog's ``models``).
+    cost: float = Field(default=0.0, ge=0)
+    # The model that answered the last call counted here (None: no call, or recorded before this existed).
+    model: str | None = Field(default=None, max_length=200)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cost=self.cost + other.cost,
+            model=other.model or self.model,
         )
 
 

@@ -95,6 +95,20 @@ LLM_REQUESTS = Counter(
     "Chat completion calls to the LLM endpoint, by model and outcome",
     ["model", "outcome"],
 )
+# USD, from the catalog's prices (models without a price count 0). ``specialist`` is ROUTER for the broker
+# agent's routing calls.
+LLM_COST = Counter(
+    "taskyard_llm_cost_total", "Cost of LLM calls in USD (the catalog's prices)", ["model", "specialist"]
+)
+ROUTER = "_router"
+# ``model``: the one that failed; ``reason``: server_error, timeout, connection_error (past the in-step
+# retries), rate_limited (a 429 asking for a long wait), fleet_limited (the fleet-wide limit's wait).
+LLM_FAILOVERS = Counter(
+    "taskyard_llm_failovers_total",
+    "LLM calls sent on to the model's next fallback (the catalog's models)",
+    ["model", "reason"],
+)
+FAILOVER_REASONS = ("server_error", "timeout", "connection_error", "rate_limited", "fleet_limited")
 LLM_DURATION = Histogram(
     "taskyard_llm_request_duration_seconds",
     "Latency of one chat completion call",
@@ -246,7 +260,7 @@ RETENTION_OVERDUE = Gauge(
 RETENTION_ROUNDS = Counter("taskyard_retention_rounds_total", "Retention rounds, by outcome", ["outcome"])
 
 ROUTING_METHODS = ("llm", "rules", "explicit")
-ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard")
+ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard", "rate_limited")
 ROUTING_GUARD_OUTCOMES = ("stripped", "overruled")
 ROUTING_CACHE_RESULTS = ("hit", "miss")
 # The specialist label of a dead-lettered task that names none, or one outside the catalog (keeps it bounded).
@@ -259,11 +273,21 @@ SCHEDULE_SKIP_REASONS = ("overlap", "missed", "existing", "failed")
 WORKFLOW_KINDS = ("group", "chain")
 WAITING_KINDS = ("delegation", "multi_route")
 
-LLM_OUTCOMES = ("ok", "rate_limited", "server_error", "client_error", "timeout", "connection_error", "error")
+# fleet_limited: not sent, the model's fleet-wide rpm/tpm needed a longer wait than one in place.
+LLM_OUTCOMES = (
+    "ok",
+    "rate_limited",
+    "server_error",
+    "client_error",
+    "timeout",
+    "connection_error",
+    "error",
+    "fleet_limited",
+)
 
 # Terminal statuses a worker records, and why a worker schedules a task again.
 WORKER_FINISHED_STATUSES = ("completed", "failed", "cancelled")
-RETRY_REASONS = ("transient", "rate_limited", "timeout", "store_unavailable")
+RETRY_REASONS = ("transient", "rate_limited", "llm_rate_limited", "timeout", "store_unavailable")
 STEP_RETRY_REASONS = ("server_error", "timeout", "connection_error")
 START_DEFERRAL_REASONS = (
     "tenant_max_running",
@@ -352,10 +376,16 @@ def count_dead_lettered(specialist: str | None, known: Collection[str]) -> None:
     TASKS_DEAD_LETTERED.labels(label).inc()
 
 
-def init_llm_labels(model: str) -> None:
+def init_llm_labels(model: str, specialist: str = ROUTER) -> None:
     for outcome in LLM_OUTCOMES:
         LLM_REQUESTS.labels(model, outcome)
     LLM_DURATION.labels(model)
+    LLM_COST.labels(model, specialist)
+
+
+def init_failover_labels(model: str) -> None:
+    for reason in FAILOVER_REASONS:
+        LLM_FAILOVERS.labels(model, reason)
 
 
 def llm_outcome(exc: BaseException | None) -> str:

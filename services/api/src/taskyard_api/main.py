@@ -23,15 +23,18 @@ from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan, stop_watching
 from taskyard_api.routes import (
+    budgets,
     dead_letters,
     events,
     health,
+    limits,
     schedules,
     specialists,
     task_deletion,
     task_groups,
     tasks,
     tenants,
+    usage,
     webhooks,
 )
 from taskyard_api.settings import ServiceSettings, get_settings
@@ -84,6 +87,10 @@ TAGS = [
         "name": "tenants",
         "description": "A tenant's limits: how many of its tasks may run at once (admin only)",
     },
+    {
+        "name": "usage",
+        "description": "LLM spend: tasks, tokens and cost (USD) per specialist, model or day; tenant budgets",
+    },
     {"name": "specialists", "description": "What a task may be routed to"},
     {"name": "health", "description": "Probes and metrics"},
 ]
@@ -125,6 +132,9 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(schedules.router)
     app.include_router(dead_letters.router)
     app.include_router(tenants.router)
+    app.include_router(usage.router)
+    app.include_router(budgets.router)
+    app.include_router(limits.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
     # The web console (static, outside the OpenAPI document): it calls the /v1 routes like any client.

@@ -170,6 +170,8 @@ class RoutingInfo(BaseModel):
         description="The distinct jobs the request was split into (catalog multi_route), each a child of the "
         "task's group, which the task's specialist combines; empty: routed whole",
     )
+    model: str | None = Field(default=None, description="The model the router called (null: none)")
+    cost: float = Field(default=0.0, description="USD the routing call cost (the catalog's prices)")
 
 
 class DeadLetterInfo(BaseModel):
@@ -207,6 +209,11 @@ class TaskDocument(BaseModel):
     result: dict[str, Any] | None = Field(description="Set when completed")
     error: TaskError | None = Field(description="Set when failed: a stable type and a message")
     usage: Usage
+    cost: float = Field(
+        default=0.0,
+        description="USD spent on the task's LLM calls, routing and agent (the catalog's prices): "
+        "routing.cost + usage.cost",
+    )
     input: TaskInput
     metadata: dict[str, str]
     next_attempt_at: datetime | None = Field(description="When the next attempt is due (set when retrying)")
@@ -279,6 +286,7 @@ class TaskDocument(BaseModel):
             result=record.result,
             error=record.error,
             usage=record.usage,
+            cost=record.cost,
             input=record.input,
             metadata=record.metadata,
             next_attempt_at=record.next_attempt_at,

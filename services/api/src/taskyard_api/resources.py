@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from taskyard_api.bus import BusLink
 from taskyard_api.settings import ServiceSettings
+from taskyard_api.submission.budget import BudgetGate
 from taskyard_api.submission.inserts import TaskInserter
 from taskyard_api.submission.published import PublishedMarker
 from taskyard_api.submission.sweeper import Sweeper
@@ -26,10 +27,12 @@ from taskyard_common.catalog import Catalog
 from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
+from taskyard_common.store.budgets import BudgetStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.store.retention import TABLES, RetentionStore
 from taskyard_common.store.schedules import ScheduleStore
+from taskyard_common.store.spend import SpendStore
 from taskyard_common.store.tenant_limits import TenantLimitStore
 from taskyard_common.topology import Topology
 
@@ -60,6 +63,13 @@ class Resources:
     retention: RetentionStore
     # The tenants' limits (max_running), on the task store's pool.
     tenant_limits: TenantLimitStore
+    # What the tenants' tasks spent on LLM calls, their budgets and the monthly one's check, on the task
+    # store's pool.
+    spend: SpendStore
+    budgets: BudgetStore
+    budget_gate: BudgetGate
+    # The shared token buckets (the models' fleet-wide LLM limits are read from them).
+    rate_limits: RateLimitStore
 
     @classmethod
     @asynccontextmanager
@@ -114,6 +124,9 @@ class Resources:
             # Closed first: it uses the bus link and the store.
             stack.push_async_callback(sweeper.close)
             sweeper.start()
+            timeout = settings.db.command_timeout_seconds
+            spend = SpendStore(store.pool, acquire_timeout=timeout)
+            budgets = BudgetStore(store.pool, acquire_timeout=timeout)
             yield cls(
                 settings=settings,
                 live=live,
@@ -135,6 +148,10 @@ class Resources:
                 tenant_limits=TenantLimitStore(
                     store.pool, acquire_timeout=settings.db.command_timeout_seconds
                 ),
+                spend=spend,
+                budgets=budgets,
+                budget_gate=BudgetGate(budgets, spend, ttl_seconds=settings.api.auth_cache_seconds),
+                rate_limits=RateLimitStore(store.pool, acquire_timeout=timeout),
             )
 
     @property

@@ -25,7 +25,9 @@ from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.event_bus import EventNotifier
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.health import HealthServer, ReadyCheck
+from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.store import PostgresTaskStore
+from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.store.retention import RetentionStore
 from taskyard_common.store.schedules import ScheduleStore
 from taskyard_common.store.webhook_secrets import WebhookSecretStore
@@ -82,6 +84,11 @@ class Resources:
                 max_request_chars=settings.broker.max_request_chars,
                 cache_size=settings.broker.cache_size,
                 cache_ttl_seconds=settings.broker.cache_ttl_seconds,
+                # The router's calls count against its model's fleet-wide limits too.
+                limits=LlmLimits(
+                    RateLimitStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                    catalog.model_table,
+                ),
             )
             stack.push_async_callback(router.close)
             connection = await connect(settings.amqp, name=SERVICE)

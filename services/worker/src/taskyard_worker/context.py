@@ -10,12 +10,17 @@ from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.slots import WeightedSlots
 from taskyard_common.store import TaskStore
+from taskyard_common.store.budgets import BudgetCache
 from taskyard_common.topology import Topology
 from taskyard_worker.checkpoints import StepWriter
 from taskyard_worker.flights import Flights
 from taskyard_worker.resources import WorkerResources
 from taskyard_worker.runtime import Agent
 from taskyard_worker.settings import WorkerSettings
+
+# How long a worker trusts a tenant's budget it read: a changed max_cost_per_task applies to the tasks it
+# starts after that (a task that has started keeps the limit it started with).
+BUDGET_CACHE_SECONDS = 5.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +39,8 @@ class WorkerContext:
     # every priority level and granted by weighted selection (taskyard_common.slots). The prefetch alone
     # does not bound it: each level's queue has its own, and a long task's message is acked early.
     slots: WeightedSlots
+    # The tenants' budgets (their max_cost_per_task), read at most every few seconds per tenant.
+    budgets: BudgetCache
     flights: Flights = field(default_factory=Flights)
     # How deliveries ended since start (completed, retry_scheduled, quarantined, ...): logged at exit.
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -48,6 +55,9 @@ class WorkerContext:
             resources.tools,
             max_tool_output_chars=settings.worker.max_tool_output_chars,
             max_tool_calls_per_reply=settings.worker.max_tool_calls_per_reply,
+            models=resources.catalog.model_table,
+            limits=resources.limits,
+            endpoints=resources.endpoints,
         )
         return cls(
             spec=resources.spec,
@@ -59,6 +69,7 @@ class WorkerContext:
             agent=agent,
             steps=StepWriter(resources.store, owner=resources.owner),
             slots=WeightedSlots(resources.spec.concurrency),
+            budgets=BudgetCache(resources.budgets.get, ttl_seconds=BUDGET_CACHE_SECONDS),
         )
 
     @property

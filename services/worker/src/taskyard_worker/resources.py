@@ -23,9 +23,13 @@ from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_
 from taskyard_common.event_bus import EventNotifier
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.health import HealthServer
-from taskyard_common.llm import ClientPool
+from taskyard_common.llm import ClientPool, settings_for
+from taskyard_common.llm_limits import LlmLimits
+from taskyard_common.model_specs import fallback_chain
 from taskyard_common.service import ConfigurationError
 from taskyard_common.store import PostgresTaskStore, TaskStore
+from taskyard_common.store.budgets import BudgetStore
+from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.topology import Topology, declare, work_queue_arguments
 from taskyard_worker.settings import ServiceSettings
 from taskyard_worker.tools import ToolRegistry, UnknownToolError
@@ -111,7 +115,12 @@ class WorkerResources:
     spec: SpecialistSpec
     tools: ToolRegistry
     llm: ClientPool
+    # The clients of the model's fallbacks, by model name.
+    endpoints: dict[str, ClientPool]
     store: TaskStore
+    # The tenants' budgets and the models' fleet-wide limits, on the task store's pool.
+    budgets: BudgetStore
+    limits: LlmLimits
     connection: AbstractRobustConnection
     # The main queues' channel (one queue per priority level, highest first, each with a prefetch of twice
     # the concurrency), the quarantine queue's (prefetch 1) and the control queue's: separate, so one's
@@ -179,8 +188,18 @@ class WorkerResources:
             store.on_follow_up = follow_ups
             # One set of LLM clients per process, shared by every task, with a keep-alive connection for
             # each task that may be in flight (see ``ClientPool`` for why several clients).
-            llm = ClientPool.create(settings.llm, concurrency=spec.concurrency)
+            primary = settings_for(settings.llm, catalog.model(spec.model or settings.llm.model))
+            llm = ClientPool.create(primary, concurrency=spec.concurrency)
             stack.push_async_callback(llm.close)
+            # The fallback models' clients: the same ones on the same endpoint, a pool per other endpoint.
+            pools = {primary.base_url: llm}
+            endpoints: dict[str, ClientPool] = {}
+            for name in fallback_chain(catalog.model_table, spec.model or settings.llm.model)[1:]:
+                served = settings_for(settings.llm, catalog.model(name))
+                if served.base_url not in pools:
+                    pools[served.base_url] = ClientPool.create(served, concurrency=spec.concurrency)
+                    stack.push_async_callback(pools[served.base_url].close)
+                endpoints[name] = pools[served.base_url]
             tools = ToolRegistry.build(spec.tools, settings.worker)
             stack.push_async_callback(tools.close)
 
@@ -199,7 +218,13 @@ class WorkerResources:
                 spec=spec,
                 tools=tools,
                 llm=llm,
+                endpoints=endpoints,
                 store=store,
+                budgets=BudgetStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                limits=LlmLimits(
+                    RateLimitStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                    catalog.model_table,
+                ),
                 connection=connection,
                 main_channel=main_channel,
                 main_queues=main_queues,

@@ -98,6 +98,12 @@ class TaskRecord(BaseModel):
     priority: Priority = Priority.NORMAL
     not_before: datetime | None = None
 
+    @property
+    def cost(self) -> float:
+        """USD its LLM calls cost so far: its routing call's and its agent's (``/v1/usage`` makes the same
+        sum in SQL)."""
+        return (self.routing.cost if self.routing is not None else 0.0) + self.usage.cost
+
 
 class StartOutcome(StrEnum):
     STARTED = "started"  # the caller now holds the lease and runs the task

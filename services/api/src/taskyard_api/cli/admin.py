@@ -1,5 +1,6 @@
 """``taskyard-admin``: manage the API keys (create, list, revoke), the tenants' webhook signing secrets and
-their retention of finished tasks and their limits (``max_running``) directly in the database.
+their retention of finished tasks, their limits (``max_running``) and their LLM budgets directly in the
+database.
 
 A new key is printed once, alone on stdout, so it can be piped into a secret store; it is never logged and
 cannot be shown again (only its hash is stored). ``keys list`` never prints a secret. ``webhooks secret``
@@ -10,6 +11,8 @@ deployment's ``TASKYARD_TASK_RETENTION_DAYS``); the broker agents' next retentio
 ``tenants list|show|set|unset``
 shows, sets and drops any tenant's limits (the REST route reaches only the API key's own tenant); a new cap
 applies from the next start a worker attempts.
+``budget`` shows, lists and sets the tenants' ``monthly_budget`` and ``max_cost_per_task`` (USD; ``none``
+removes one); API processes and workers apply a change within their cache periods (a few seconds).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import asyncio
 import re
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import asyncpg
 from pydantic import ValidationError
@@ -27,8 +31,10 @@ from taskyard_common.errors import StoreUnavailable
 from taskyard_common.service import describe_invalid_settings, fail_config
 from taskyard_common.settings import DbSettings
 from taskyard_common.store import DEFAULT_TENANT
+from taskyard_common.store.budgets import BudgetStore
 from taskyard_common.store.keys import TENANT_PATTERN, ApiKey, KeyStore, Role
 from taskyard_common.store.retention import RetentionStore
+from taskyard_common.store.spend import SpendStore
 from taskyard_common.store.tenant_limits import TenantLimit, TenantLimitStore
 from taskyard_common.store.webhook_secrets import WebhookSecretStore
 
@@ -82,11 +88,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Administer taskyard: API keys (tenants and roles) of the REST API, the tenants' "
-        "webhook signing secrets and the tenants' limits.",
+        "webhook signing secrets, the tenants' limits and retention, and their LLM budgets.",
         epilog="Connects to TASKYARD_DB_URL (or DATABASE_URL), schema TASKYARD_DB_SCHEMA (default taskyard); "
         "run taskyard-migrate first.",
     )
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{keys,webhooks,tenants}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{keys,webhooks,tenants,budget}")
     keys = groups.add_parser("keys", help="create, list and revoke API keys")
     actions = keys.add_subparsers(dest="action", required=True, metavar="{create,list,revoke}")
     create = actions.add_parser(
@@ -129,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     change = retention.add_mutually_exclusive_group()
     change.add_argument("--days", type=_days, help="days to keep its finished tasks (1 to 36500)")
     change.add_argument("--clear", action="store_true", help="use the deployment's default again")
+    _budget_parser(groups)
     return parser
 
 
@@ -155,6 +162,68 @@ async def _retention(args: argparse.Namespace, retention: RetentionStore) -> int
     await retention.set_retention(args.tenant, None if args.clear else args.days)
     what = "the default" if args.clear else f"{args.days} day(s)"
     print(f"tenant {args.tenant} keeps its finished tasks {what}", file=sys.stderr)
+    return 0
+
+
+def _usd(text: str) -> float | None:
+    if text.lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an amount in USD: {text!r} (or none)") from None
+    if not 0 <= value <= 1e12:
+        raise argparse.ArgumentTypeError(f"out of range: {text!r}")
+    return value
+
+
+def _budget_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    budget = groups.add_parser("budget", help="the tenants' LLM budgets (USD)")
+    actions = budget.add_subparsers(dest="action", required=True, metavar="{show,list,set}")
+    show = actions.add_parser("show", help="a tenant's budgets and what its tasks cost this month")
+    show.add_argument("--tenant", default=DEFAULT_TENANT, type=_tenant, help="default: %(default)s")
+    actions.add_parser("list", help="every tenant with a budget")
+    change = actions.add_parser(
+        "set",
+        help="set a tenant's budgets (an option left out keeps its value; none removes the limit)",
+        description="Past monthly_budget (the tenant's tasks of one UTC month) submissions are refused "
+        "(budget-exhausted); a task that reached max_cost_per_task fails budget_exceeded before its next LLM "
+        "call.",
+    )
+    change.add_argument("--tenant", default=DEFAULT_TENANT, type=_tenant, help="default: %(default)s")
+    change.add_argument("--monthly-budget", type=_usd, default=..., metavar="USD|none")
+    change.add_argument("--max-cost-per-task", type=_usd, default=..., metavar="USD|none")
+
+
+def _limit(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+async def _budget(args: argparse.Namespace, store: KeyStore, settings: DbSettings) -> int:
+    budgets = BudgetStore(store.pool, acquire_timeout=settings.command_timeout_seconds)
+    if args.action == "list":
+        print("tenant\tmonthly_budget\tmax_cost_per_task\tupdated_at")
+        for budget in await budgets.all():
+            updated = budget.updated_at.isoformat(timespec="seconds") if budget.updated_at else "-"
+            print(
+                f"{budget.tenant}\t{_limit(budget.monthly_budget)}\t{_limit(budget.max_cost_per_task)}\t{updated}"
+            )
+        return 0
+    budget = await budgets.get(args.tenant)
+    if args.action == "set":
+        monthly = budget.monthly_budget if args.monthly_budget is ... else args.monthly_budget
+        per_task = budget.max_cost_per_task if args.max_cost_per_task is ... else args.max_cost_per_task
+        if per_task == 0:
+            print(f"{PROG}: --max-cost-per-task must be more than 0 (or none)", file=sys.stderr)
+            return 2
+        budget = await budgets.set(args.tenant, monthly_budget=monthly, max_cost_per_task=per_task)
+    spend = SpendStore(store.pool, acquire_timeout=settings.command_timeout_seconds)
+    now = datetime.now(UTC)
+    spent = await spend.spent(args.tenant, now.replace(day=1, hour=0, minute=0, second=0, microsecond=0))
+    print(f"tenant\t{budget.tenant}")
+    print(f"monthly_budget\t{_limit(budget.monthly_budget)}")
+    print(f"max_cost_per_task\t{_limit(budget.max_cost_per_task)}")
+    print(f"spent_this_month\t{spent:.6f}")
     return 0
 
 
@@ -200,6 +269,8 @@ async def _run(args: argparse.Namespace, settings: DbSettings) -> int:
             return await _tenants(
                 args, TenantLimitStore(store.pool, acquire_timeout=settings.command_timeout_seconds)
             )
+        if args.group == "budget":
+            return await _budget(args, store, settings)
         if args.group == "webhooks":
             secrets = WebhookSecretStore(store.pool, acquire_timeout=settings.command_timeout_seconds)
             print(await (secrets.rotate(args.tenant) if args.rotate else secrets.secret(args.tenant)))

@@ -134,6 +134,7 @@ def problem_response(problem: Problem, headers: dict[str, str] | None = None) ->
 _DESCRIPTIONS = {
     400: "The request could not be read",
     404: "Not found (an unknown or malformed task id)",
+    402: "The tenant's monthly LLM budget is spent (budget-exhausted); nothing was stored",
     401: "No valid API key: send Authorization: Bearer <key> (WWW-Authenticate: Bearer)",
     403: "The API key's role may not do this",
     409: "The task has not completed yet (see task_status)",

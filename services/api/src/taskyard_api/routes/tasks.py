@@ -83,6 +83,7 @@ router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=problem_respons
         },
         **problem_responses(
             400,
+            402,
             403,
             409,
             413,
