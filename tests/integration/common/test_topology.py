@@ -9,8 +9,9 @@ import uuid
 import aio_pika
 import pytest
 
-from taskyard_common.amqp import Publisher, connect, server_version
+from taskyard_common.amqp import Publisher, connect
 from taskyard_common.announce import publish_then_mark
+from taskyard_common.broker_version import server_version
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, TopologyMismatch, Unroutable
 from taskyard_common.messages import IntakeMessage, Priority
 from taskyard_common.retry import publish_delayed

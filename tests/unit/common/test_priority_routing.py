@@ -6,8 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from taskyard_common.amqp import Publisher, outgoing, server_version
+from taskyard_common.amqp import Publisher, outgoing
 from taskyard_common.announce import destination
+from taskyard_common.broker_version import server_version
 from taskyard_common.messages import IntakeMessage, Priority, RoutingDecision, RoutingMethod, WorkMessage
 from taskyard_common.settings import AmqpSettings
 from taskyard_common.topology import (

@@ -15,7 +15,7 @@ import aio_pika
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
 
-from taskyard_common.amqp import channel_server_version
+from taskyard_common.broker_version import channel_server_version
 from taskyard_common.errors import BrokerUnavailable, TopologyMismatch
 from taskyard_common.messages import Priority
 from taskyard_common.settings import AmqpSettings

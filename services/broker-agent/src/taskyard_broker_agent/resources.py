@@ -19,7 +19,8 @@ from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import ServiceSettings
 from taskyard_broker_agent.webhooks.outbox import Outbox
-from taskyard_common.amqp import Publisher, connect, server_version
+from taskyard_common.amqp import Publisher, connect
+from taskyard_common.broker_version import server_version
 from taskyard_common.catalog import Catalog
 from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.event_bus import EventNotifier

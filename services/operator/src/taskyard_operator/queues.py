@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 
-from taskyard_common.amqp import server_version
+from taskyard_common.broker_version import server_version
 from taskyard_common.errors import BrokerUnavailable
 from taskyard_common.settings import AmqpSettings
 from taskyard_common.topology import Topology, declare_specialist
