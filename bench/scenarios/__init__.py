@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from bench.runner import Scenario
-from bench.scenarios import broker_limit, celery_baseline, submit_path, taskyard_io, taskyard_noop
+from bench.scenarios import (
+    broker_limit,
+    celery_baseline,
+    large_store,
+    submit_path,
+    taskyard_io,
+    taskyard_noop,
+)
 
 ALL: tuple[Scenario, ...] = (
     broker_limit.SCENARIO,
@@ -11,4 +18,5 @@ ALL: tuple[Scenario, ...] = (
     taskyard_noop.SCENARIO,
     taskyard_io.SCENARIO,
     submit_path.SCENARIO,
+    large_store.SCENARIO,
 )
