@@ -203,6 +203,8 @@ def evaluate(rows: Sequence[Row]) -> list[Target]:
         )
     )
 
+    targets += _large_store(by_key)
+
     broker = by_key.get("broker")
     value = ratio(e2e.per_s if e2e else None, broker.per_s if broker else None)
     targets.append(
@@ -237,6 +239,36 @@ def _priority_targets(by_key: dict[str, Row]) -> list[Target]:
             _judge(stream, share, share is not None and 0.05 <= share <= 0.20),
         ),
     ]
+
+
+def _large_store(by_key: dict[str, Row]) -> list[Target]:
+    """Issue 19: the submit path and the pipeline with millions of tasks stored, and while retention runs."""
+    targets = []
+    pairs = (
+        ("submit p99 with the store full vs empty", "large.empty.submit", "large.full.submit", "p99"),
+        ("e2e no-op throughput with the store full vs empty", "large.empty.e2e", "large.full.e2e", "per_s"),
+        ("submit p99 with retention removing vs not", "large.full.submit", "large.retention.submit", "p99"),
+    )
+    for name, base_key, key, figure in pairs:
+        base, row = by_key.get(base_key), by_key.get(key)
+        if figure == "p99":
+            a, b = (base.p99_ms if base else None), (row.p99_ms if row else None)
+            value, goal, unit = ratio(b, a), "<= 1.10x", "ms"
+            met = value is not None and value <= 1.10
+        else:
+            a, b = (base.per_s if base else None), (row.per_s if row else None)
+            value, goal, unit = ratio(b, a), ">= 0.90x", "/s"
+            met = value is not None and value >= 0.90
+        both_ok = base is not None and base.ok
+        targets.append(
+            Target(
+                name,
+                goal,
+                f"{fmt(value)}x ({fmt(b)} {unit} vs {fmt(a)} {unit}){_suffix(row)}",
+                _judge(row, value, met and both_ok),
+            )
+        )
+    return targets
 
 
 def targets_table(targets: Sequence[Target]) -> str:

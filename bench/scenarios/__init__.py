@@ -7,6 +7,7 @@ from bench.scenarios import (
     broker_limit,
     celery_baseline,
     fairness,
+    large_store,
     llm_rpm,
     priority,
     submit_path,
@@ -25,4 +26,5 @@ ALL: tuple[Scenario, ...] = (
     fairness.SCENARIO,
     priority.SCENARIO,
     llm_rpm.SCENARIO,
+    large_store.SCENARIO,
 )

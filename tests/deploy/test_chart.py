@@ -209,6 +209,23 @@ def test_optional_objects_are_off_by_default_and_on_when_enabled(key, kinds):
     assert kinds <= {o["kind"] for o in render(sets=(f"{key}=true",))}
 
 
+def test_the_postgresql_clusters_parameters_are_rendered_as_strings():
+    (cluster,) = [o for o in render(sets=("postgresql.cluster.enabled=true",)) if o["kind"] == "Cluster"]
+    assert "postgresql" not in cluster["spec"], "no parameters: the operator's defaults"
+    (cluster,) = [
+        o
+        for o in render(
+            sets=(
+                "postgresql.cluster.enabled=true",
+                "postgresql.cluster.parameters.max_connections=300",
+                "postgresql.cluster.parameters.wal_compression=on",
+            )
+        )
+        if o["kind"] == "Cluster"
+    ]
+    assert cluster["spec"]["postgresql"]["parameters"] == {"max_connections": "300", "wal_compression": "on"}
+
+
 def test_dashboards_configmaps_carry_the_sidecar_label():
     maps = [o for o in render(sets=("monitoring.dashboards.enabled=true",)) if o["kind"] == "ConfigMap"
             and o["metadata"]["labels"].get("grafana_dashboard") == "1"]  # fmt: skip
