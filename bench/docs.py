@@ -17,7 +17,8 @@ METHOD = """\
 
 - **Services** run as real processes started by the dev launcher the tests share (`taskyard_devkit.cluster`):
   one API, one broker agent, one worker, the dev LLM server (`taskyard-devllm`, not a real model), with
-  `TASKYARD_API_AUTH_ENABLED=false` and `TASKYARD_API_RATE_LIMIT_PER_SECOND=0`. Every scenario has its own
+  `TASKYARD_API_AUTH_ENABLED=false`, `TASKYARD_API_RATE_LIMIT_PER_SECOND=0` and
+  `TASKYARD_API_READ_RATE_LIMIT_PER_SECOND=0`. Every scenario has its own
   queue prefix and database schema, removed afterwards, and a hard time limit; a measurement cut off by its
   limit is marked **TIMED OUT** and shows what it had done.
 - **HTTP load** of the no-op scenario: the lean generator of the submit path (below) in a process of its

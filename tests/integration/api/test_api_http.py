@@ -9,6 +9,7 @@ import httpx
 
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import DbSettings
+from taskyard_devkit.ports import free_port
 from tests.integration.api.conftest import PROBLEM, MakeSettings, assert_problem, serve
 
 
@@ -201,3 +202,15 @@ async def test_internal_errors_answer_a_bare_500_problem(client: httpx.AsyncClie
         assert body["request_id"] == response.headers["x-request-id"]
         assert set(body) == {"type", "title", "status", "detail", "instance", "request_id"}
         assert "tasks" not in body["detail"] and "relation" not in response.text
+
+
+async def test_metrics_on_a_port_of_their_own_are_not_served_on_the_api_port(make_settings):
+    """With TASKYARD_API_METRICS_PORT (the chart sets it), /metrics answers 404 on the API's port, the
+    one an Ingress exposes, and Prometheus scrapes the metrics port."""
+    port = free_port()
+    async with serve(make_settings(metrics_port=port)) as client:
+        assert_problem(await client.get("/metrics"), 404, "not-found")
+        assert (await client.get("/healthz")).status_code == 200
+        async with httpx.AsyncClient() as scraper:
+            scraped = await scraper.get(f"http://127.0.0.1:{port}/metrics")
+        assert scraped.status_code == 200 and "taskyard_http_requests_total" in scraped.text

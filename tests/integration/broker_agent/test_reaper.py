@@ -218,3 +218,27 @@ async def test_leases_that_ran_out_while_the_database_was_away_are_left_to_their
             await reaper_store.close()
     task = await store.get(alive)
     assert (task.status, task.lease_owner, task.lease_expirations) == (TaskStatus.RUNNING, "ghost", 0)
+
+
+async def test_tasks_it_cannot_republish_never_fill_its_batch(
+    bus, routed_task, store, amqp_settings, catalog, make_context
+):
+    """Stale tasks whose specialist has no queue (deleted by hand) come back unroutable every round: they
+    are left out for a while, so a batch full of them never starves a task that can be sent."""
+    await declare(bus.channel, bus.topology, catalog.names, amqp_settings)
+    stuck = [await routed_task("general") for _ in range(2)]
+    sendable = await routed_task("summarizer")
+    for work in (*stuck, sendable):  # reclaimed by an agent that died before its publish, oldest first
+        await lose_lease(store, work.task_id)
+        assert await store.reclaim(work.task_id, max_expirations=3) is TaskStatus.QUEUED
+    await bus.channel.queue_delete(bus.topology.specialist_queue("general"))
+    publisher = await Publisher.open(bus.connection, amqp_settings)
+    try:
+        reaper = Reaper(make_context(publisher, republish_after_seconds=0.001), batch_size=2)
+        await asyncio.sleep(0.01)
+        first = await reaper.sweep()
+        assert first.republished == []
+        second = await reaper.sweep()
+        assert second.republished == [sendable.task_id]
+    finally:
+        await publisher.close()

@@ -237,4 +237,23 @@ readinessProbe:
 {{- toJson . -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The LLM egress ports of the NetworkPolicy: networkPolicy.llmEgressPorts plus the port llm.baseUrl names
+     (explicitly, or its scheme's default), as a JSON list without duplicates. */}}
+{{- define "taskyard.llmEgressPorts" -}}
+{{- $ports := list -}}
+{{- range .Values.networkPolicy.llmEgressPorts }}{{ $ports = append $ports (int .) }}{{ end -}}
+{{- with .Values.llm.baseUrl -}}
+{{- $url := urlParse . -}}
+{{- $hostPort := splitList ":" $url.host -}}
+{{- if gt (len $hostPort) 1 -}}
+{{- $ports = append $ports (int (last $hostPort)) -}}
+{{- else if eq $url.scheme "http" -}}
+{{- $ports = append $ports 80 -}}
+{{- else -}}
+{{- $ports = append $ports 443 -}}
+{{- end -}}
+{{- end -}}
+{{- $ports | uniq | toJson -}}
 {{- end }}

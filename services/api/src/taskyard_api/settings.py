@@ -24,6 +24,9 @@ class ApiSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    # Serve /metrics on a port of its own (same host) and answer 404 for it on ``port``: then an Ingress
+    # in front of ``port`` cannot expose the metrics. None: /metrics on ``port`` (local development).
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
     # Request bodies above this are refused with 413 before they reach a handler.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1)
     # A task's ``input`` above this (its compact JSON encoding, in UTF-8 bytes) is refused with 422: it is

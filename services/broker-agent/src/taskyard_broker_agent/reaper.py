@@ -36,15 +36,18 @@ from uuid import UUID
 from taskyard_broker_agent.context import AgentContext
 from taskyard_common import metrics
 from taskyard_common.announce import publish_then_mark
-from taskyard_common.errors import NotAnnounceable, StoreUnavailable, TaskyardError
+from taskyard_common.errors import NotAnnounceable, StoreUnavailable, TaskyardError, Unroutable
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import WorkMessage, utcnow
+from taskyard_common.messages import WorkMessage
 from taskyard_common.periodic import PeriodicTask
 from taskyard_common.store import TaskRecord
 
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 100
+# How long a stale task that could not be re-published (never routed, its specialist's queue missing) is
+# left out of the reaper's queries (at least ``republish_after``).
+SKIP_SECONDS = 60.0
 
 
 def work_message(task: TaskRecord) -> WorkMessage | None:
@@ -89,6 +92,9 @@ class Reaper:
         # Requeued tasks whose publish failed: retried each round until one succeeds, or until
         # ``stale_queued`` would find them anyway.
         self._unsent: dict[UUID, tuple[WorkMessage, float]] = {}
+        # Stale tasks it could not re-publish (never routed, no queue for the specialist): left out of its
+        # queries until then (loop time), so they never fill the batch and starve the others.
+        self._skipped: dict[UUID, float] = {}
         # A failed round (the database or the broker away) is logged by the loop; the next one tries again.
         self._loop = PeriodicTask(
             "reaper", settings.broker.reaper_interval_seconds, self._round, first_after=0, logger=log
@@ -142,11 +148,19 @@ class Reaper:
                 await self._reclaim(task, done)
         else:
             done.held_back = len(expired)
-        stale = await self._store.stale_queued(older_than=utcnow() - self._republish_after, limit=self._batch)
-        for task in stale:
+        # By the database's clock, which wrote updated_at: the host's may be ahead of it or behind.
+        older_than = await self._store.database_now() - self._republish_after
+        now = asyncio.get_running_loop().time()
+        self._skipped = {task_id: until for task_id, until in self._skipped.items() if until > now}
+        exclude = [*self._unsent, *self._skipped]
+        for task in await self._store.stale_queued(older_than=older_than, limit=self._batch, exclude=exclude):
             work = work_message(task)
-            if work is not None and task.id not in self._unsent and await self._send(work):
+            failure = await self._publish(work) if work is not None else NotAnnounceable("never routed")
+            if failure is None:
                 done.republished.append(task.id)
+            elif isinstance(failure, Unroutable | NotAnnounceable):
+                # Not a blip (the broker away fails every publish alike): try it again only after a while.
+                self._skipped[task.id] = now + max(SKIP_SECONDS, self._republish_after.total_seconds())
         # Groups whose last child ended in a process that died before settling them (idempotent).
         for group_id in await self._store.unsettled_groups(limit=self._batch):
             await self._store.settle_group(group_id)
@@ -206,10 +220,13 @@ class Reaper:
                 del self._unsent[task_id]
 
     async def _send(self, work: WorkMessage) -> bool:
+        return await self._publish(work) is None
+
+    async def _publish(self, work: WorkMessage) -> TaskyardError | None:
         try:
             await publish_then_mark(self._publisher, self._topology, work, self._store.mark_published)
         except TaskyardError as exc:
-            # Back pressure, a broker outage, or no queue for the specialist: try again next round.
+            # Back pressure, a broker outage, or no queue for the specialist: try again later.
             log.warning("could not publish task %s to %s: %s", work.task_id, work.specialist, exc)
-            return False
-        return True
+            return exc
+        return None

@@ -103,17 +103,27 @@ class TaskStore(Protocol):
         ``omit``: large columns (``reads.OMITTABLE``) left unread; the records hold placeholders there."""
         ...
 
-    async def unpublished(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
-        """Pending tasks last changed before ``older_than`` whose intake message was never confirmed
-        published (a producer died in between, or the publish of a replay failed)."""
+    async def database_now(self) -> datetime:
+        """The database's clock: what ``updated_at`` and ``created_at`` are written by, so the cut-offs of
+        the sweeper and the reaper are computed from it, never from the host's clock."""
         ...
 
-    async def stale_queued(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
+    async def unpublished(
+        self, older_than: datetime, limit: int, exclude: Sequence[UUID] = ()
+    ) -> builtins.list[TaskRecord]:
+        """Pending tasks last changed before ``older_than`` whose intake message was never confirmed
+        published (a producer died in between, or the publish of a replay failed); not those in
+        ``exclude`` (a caller's rows that cannot be announced, so they never fill its batch)."""
+        ...
+
+    async def stale_queued(
+        self, older_than: datetime, limit: int, exclude: Sequence[UUID] = ()
+    ) -> builtins.list[TaskRecord]:
         """Queued tasks (no lease, no retry pending) last changed before ``older_than`` whose work message
         is not known to be published: a step that re-queues a task and must then publish it (a dead-letter
         replay, a reclaim) sets ``published_at`` to NULL in its commit, ``mark_published`` sets it after the
         confirm. A task merely waiting in a long queue has ``published_at`` set, so it is never announced
-        twice."""
+        twice. Not those in ``exclude``."""
         ...
 
     async def expired_leases(self, limit: int) -> builtins.list[TaskRecord]:

@@ -102,23 +102,35 @@ class ReadQueries(PoolStore):
         )
         return [to_record(r) for r in rows]
 
-    async def unpublished(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
+    async def database_now(self) -> datetime:
+        row = await self._fetchrow("SELECT clock_timestamp() AS now")
+        assert row is not None
+        now: datetime = row["now"]
+        return now
+
+    async def unpublished(
+        self, older_than: datetime, limit: int, exclude: Sequence[UUID] = ()
+    ) -> builtins.list[TaskRecord]:
         # updated_at, not created_at: a replayed task is old but its intake publish may be in flight.
         rows = await self._fetch(
             f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status IN {sql_in(ROUTABLE)}"
-            " AND updated_at < $1 ORDER BY created_at LIMIT $2",
+            " AND updated_at < $1 AND NOT (id = ANY($3::uuid[])) ORDER BY created_at LIMIT $2",
             older_than,
             limit,
+            list(exclude),
         )
         return [to_record(r) for r in rows]
 
-    async def stale_queued(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
+    async def stale_queued(
+        self, older_than: datetime, limit: int, exclude: Sequence[UUID] = ()
+    ) -> builtins.list[TaskRecord]:
         rows = await self._fetch(
             f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'queued'"
             " AND lease_owner IS NULL AND next_attempt_at IS NULL AND updated_at < $1"
-            " ORDER BY updated_at LIMIT $2",
+            " AND NOT (id = ANY($3::uuid[])) ORDER BY updated_at LIMIT $2",
             older_than,
             limit,
+            list(exclude),
         )
         return [to_record(r) for r in rows]
 
