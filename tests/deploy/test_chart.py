@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from taskyard_common.topology import Topology, level_queues_pattern
 from tests.deploy.conftest import (
     CHART,
     CI_VALUES,
@@ -105,12 +106,28 @@ def test_one_worker_deployment_and_scaled_object_per_specialist():
     )
     assert general["spec"]["minReplicaCount"] == 0
     assert [t["type"] for t in general["spec"]["triggers"]] == ["postgresql", "rabbitmq", "rabbitmq"]
-    queues = [t["metadata"]["queueName"] for t in _rabbitmq_triggers([general])]
-    assert queues == ["taskyard.work.general", "taskyard.quarantine.general"]
+    work, quarantine = (t["metadata"] for t in _rabbitmq_triggers([general]))
+    topology = Topology("taskyard")
+    # One trigger sums every priority level's queue (the HPA takes the highest trigger, not the sum).
+    assert _level_queues(work) == set(topology.specialist_queues("general"))
+    assert quarantine["queueName"] == "taskyard.quarantine.general"
     broker = next(
         o for o in of_kind(objects, "ScaledObject") if o["metadata"]["name"].endswith("broker-agent")
     )
-    assert broker["spec"]["triggers"][0]["metadata"]["queueName"] == "taskyard.intake"
+    assert _level_queues(broker["spec"]["triggers"][0]["metadata"]) == set(topology.intake_queues())
+
+
+def _level_queues(metadata: dict) -> set[str]:
+    """The queues of the catalog's topology a regex trigger sums (checked against near misses)."""
+    assert (metadata["useRegex"], metadata["operation"]) == ("true", "sum")
+    pattern = re.compile(metadata["queueName"])
+    topology = Topology("taskyard")
+    names = [
+        *topology.all_queue_names(SPECIALISTS),
+        *(f"{q}x" for q in topology.work_queue_names(SPECIALISTS)),
+        *(q.replace(".", "x") for q in topology.work_queue_names(SPECIALISTS)),
+    ]
+    return {name for name in names if pattern.search(name)}
 
 
 def test_job_mode_renders_a_scaled_job_instead_of_a_deployment():
@@ -309,7 +326,8 @@ def test_custom_catalog_drives_the_workers():
     objects = render(CHART / "ci" / "settings-values.yaml")
     assert _workers(objects, "Deployment") == {"general", "translator"}
     queues = {t["metadata"]["queueName"] for t in _rabbitmq_triggers(of_kind(objects, "ScaledObject"))}
-    assert "prod.work.translator" in queues and "prod.intake" in queues
+    assert level_queues_pattern("prod.work.translator") in queues
+    assert level_queues_pattern("prod.intake") in queues
 
 
 def test_base64_free():

@@ -13,20 +13,27 @@ from dataclasses import dataclass
 
 from taskyard_api.bus import BusLink
 from taskyard_api.settings import ServiceSettings
+from taskyard_api.submission.budget import BudgetGate
 from taskyard_api.submission.inserts import TaskInserter
 from taskyard_api.submission.published import PublishedMarker
 from taskyard_api.submission.sweeper import Sweeper
 from taskyard_api.submission.token_batches import BatchedBuckets
 from taskyard_api.tenancy.key_cache import CachedKeys
+from taskyard_api.tenancy.read_limit import ReadLimiter
 from taskyard_api.watching.watcher import Watcher
 from taskyard_api.webhooks.deliveries import WebhookDeliveries
+from taskyard_common import metrics
 from taskyard_common.catalog import Catalog
 from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
+from taskyard_common.store.budgets import BudgetStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
+from taskyard_common.store.retention import TABLES, RetentionStore
 from taskyard_common.store.schedules import ScheduleStore
+from taskyard_common.store.spend import SpendStore
+from taskyard_common.store.tenant_limits import TenantLimitStore
 from taskyard_common.topology import Topology
 
 
@@ -40,6 +47,8 @@ class Resources:
     # Share the task store's connection pool (closed with it).
     keys: CachedKeys
     limits: BatchedBuckets
+    # Reads per tenant, in this process.
+    reads: ReadLimiter
     # Marks confirmed submissions published, in batches.
     published: PublishedMarker
     # Stores concurrent submissions together.
@@ -50,12 +59,25 @@ class Resources:
     watcher: Watcher
     # The cron schedules, on the task store's pool.
     schedules: ScheduleStore
+    # Deleting finished tasks with everything attached, on the task store's pool.
+    retention: RetentionStore
+    # The tenants' limits (max_running), on the task store's pool.
+    tenant_limits: TenantLimitStore
+    # What the tenants' tasks spent on LLM calls, their budgets and the monthly one's check, on the task
+    # store's pool.
+    spend: SpendStore
+    budgets: BudgetStore
+    budget_gate: BudgetGate
+    # The shared token buckets (the models' fleet-wide LLM limits are read from them).
+    rate_limits: RateLimitStore
 
     @classmethod
     @asynccontextmanager
     async def open(cls, settings: ServiceSettings) -> AsyncIterator[Resources]:
         """Open everything and start the background rounds; on exit, close them in reverse order (the
         exit stack's callbacks run last-in first-out, also when opening failed half-way)."""
+        # DELETE /v1/tasks/{id} and /v1/tenant/tasks count the rows they remove.
+        metrics.init_store_labels(TABLES)
         topology = Topology(settings.amqp.prefix)
         async with AsyncExitStack() as stack:
             live = await stack.enter_async_context(
@@ -102,6 +124,9 @@ class Resources:
             # Closed first: it uses the bus link and the store.
             stack.push_async_callback(sweeper.close)
             sweeper.start()
+            timeout = settings.db.command_timeout_seconds
+            spend = SpendStore(store.pool, acquire_timeout=timeout)
+            budgets = BudgetStore(store.pool, acquire_timeout=timeout)
             yield cls(
                 settings=settings,
                 live=live,
@@ -110,11 +135,23 @@ class Resources:
                 bus=bus,
                 keys=CachedKeys(KeyStore(store.pool), ttl_seconds=settings.api.auth_cache_seconds),
                 limits=BatchedBuckets(RateLimitStore(store.pool)),
+                reads=ReadLimiter(
+                    per_second=settings.api.read_rate_limit_per_second,
+                    burst=settings.api.read_rate_limit_burst,
+                ),
                 published=published,
                 inserts=inserts,
                 deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 watcher=watcher,
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                retention=RetentionStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                tenant_limits=TenantLimitStore(
+                    store.pool, acquire_timeout=settings.db.command_timeout_seconds
+                ),
+                spend=spend,
+                budgets=budgets,
+                budget_gate=BudgetGate(budgets, spend, ttl_seconds=settings.api.auth_cache_seconds),
+                rate_limits=RateLimitStore(store.pool, acquire_timeout=timeout),
             )
 
     @property

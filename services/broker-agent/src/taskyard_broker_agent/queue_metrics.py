@@ -7,6 +7,8 @@ queue that is missing or a broker that is unreachable leaves the last values and
 RabbitMQ does not expose a message's age over AMQP (a passive declare answers counts only, and peeking at
 the head would need a get and a requeue, which counts as a delivery in a quorum queue), so the age of the
 oldest waiting task comes from the task store instead: one grouped query per round (``oldest_waiting``).
+So do the workflow gauges (groups and chains in progress, waiting parents): any process starts and ends
+workflows, and only the store knows them all (``workflow_counts``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,8 @@ class QueueMetrics:
                 log.debug("queue metrics: %s: %s", name, exc)
         _raise_if_cancelling()
         await self.sample_ages()
+        _raise_if_cancelling()
+        await self.sample_workflows()
 
     async def sample_ages(self) -> None:
         """One query for every queue's oldest waiting task; a queue with none waiting reads 0."""
@@ -115,6 +119,19 @@ class QueueMetrics:
         metrics.QUEUE_OLDEST_TASK_AGE.labels(self._intake_queue).set(ages.pending_seconds or 0.0)
         for specialist, queue in self._specialist_queues.items():
             metrics.QUEUE_OLDEST_TASK_AGE.labels(queue).set(ages.queued_seconds.get(specialist, 0.0))
+
+    async def sample_workflows(self) -> None:
+        """One query for the workflow gauges; a failed one leaves the last values."""
+        try:
+            async with asyncio.timeout(5):
+                counts = await self._store.workflow_counts()
+        except (TimeoutError, StoreUnavailable) as exc:
+            log.debug("queue metrics: workflows: %s", exc)
+            return
+        metrics.WORKFLOWS_IN_PROGRESS.labels("group").set(counts.groups)
+        metrics.WORKFLOWS_IN_PROGRESS.labels("chain").set(counts.chains)
+        metrics.WAITING_PARENTS.labels("delegation").set(counts.waiting_delegation)
+        metrics.WAITING_PARENTS.labels("multi_route").set(counts.waiting_parts)
 
 
 def _raise_if_cancelling() -> None:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from taskyard_common.topology import level_queues_pattern
 from taskyard_operator.model import API_GROUP, API_VERSION, KIND, SPECIALIST_LABEL, SpecError, Specialist
 from taskyard_operator.settings import EnvMap, WorkerTemplate
 
@@ -240,16 +241,17 @@ def _scale(template: WorkerTemplate, specialist: Specialist) -> _Scale:
 
 
 def _rabbitmq_trigger(
-    template: WorkerTemplate, name: str, queue: str, value: int, activation: int
+    template: WorkerTemplate, name: str, queue: str, value: int, activation: int, *, levels: bool = False
 ) -> dict[str, Any]:
-    """``taskyard.rabbitmqTrigger``: ready + unacked messages of one queue (protocol http)."""
-    metadata: dict[str, Any] = {
-        "protocol": "http",
-        "mode": "QueueLength",
-        "queueName": queue,
-        "value": env_string(value),
-        "activationValue": env_string(activation),
-    }
+    """``taskyard.rabbitmqTrigger``: ready + unacked messages of one queue (protocol http); with ``levels``
+    the sum over every priority level's queue of the work queue ``queue`` (one trigger: the HPA takes the
+    highest trigger, not their sum)."""
+    metadata: dict[str, Any] = {"protocol": "http", "mode": "QueueLength"}
+    if levels:
+        metadata |= {"queueName": level_queues_pattern(queue), "useRegex": "true", "operation": "sum"}
+    else:
+        metadata["queueName"] = queue
+    metadata |= {"value": env_string(value), "activationValue": env_string(activation)}
     if template.rabbitmq_host is not None:
         metadata["host"] = template.rabbitmq_host
         metadata["vhostName"] = "/"
@@ -360,7 +362,12 @@ def scaled_object(
     spec["triggers"] = [
         _postgresql_trigger(template, schema, name, scale.tasks_per_replica, scale.activation),
         _rabbitmq_trigger(
-            template, "work-queue", f"{prefix}.work.{name}", scale.tasks_per_replica, scale.activation
+            template,
+            "work-queue",
+            f"{prefix}.work.{name}",
+            scale.tasks_per_replica,
+            scale.activation,
+            levels=True,
         ),
         _rabbitmq_trigger(template, "quarantine-queue", f"{prefix}.quarantine.{name}", 1, 0),
     ]
@@ -398,7 +405,12 @@ def scaled_job(
         },
         "triggers": [
             _rabbitmq_trigger(
-                template, "work-queue", f"{prefix}.work.{name}", scale.tasks_per_replica, scale.activation
+                template,
+                "work-queue",
+                f"{prefix}.work.{name}",
+                scale.tasks_per_replica,
+                scale.activation,
+                levels=True,
             ),
             _rabbitmq_trigger(template, "quarantine-queue", f"{prefix}.quarantine.{name}", 1, 0),
         ],

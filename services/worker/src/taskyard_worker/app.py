@@ -27,7 +27,8 @@ from taskyard_common.amqp import consume
 from taskyard_common.catalog import Catalog, SpecialistSpec
 from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.messages import ControlMessage, WorkMessage
-from taskyard_common.metrics import init_llm_labels, init_worker_labels
+from taskyard_common.metrics import init_failover_labels, init_llm_labels, init_worker_labels
+from taskyard_common.model_specs import fallback_chain
 from taskyard_common.service import run_service
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.control import ControlHandler
@@ -62,7 +63,10 @@ class Worker:
     async def start(self) -> None:
         resources = self.resources
         init_worker_labels(resources.spec.name)
-        init_llm_labels(resources.spec.model or resources.settings.llm.model)
+        primary = resources.spec.model or resources.settings.llm.model
+        for model in fallback_chain(resources.catalog.model_table, primary):
+            init_llm_labels(model, resources.spec.name)
+            init_failover_labels(model)
         self.heartbeat.start()
         control = resources.control_queue
         self._control_consumer = (
@@ -70,7 +74,7 @@ class Worker:
             await consume(control, ControlMessage, ControlHandler(self.context)),
         )
         for queue, source in (
-            (resources.main_queue, Source.MAIN),
+            *((queue, Source.MAIN) for queue in resources.main_queues),
             (resources.quarantine_queue, Source.QUARANTINE),
         ):
             tag = await consume(queue, WorkMessage, self.handler.consumer(source))
