@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from taskyard_common.catalog import Catalog, CatalogError
+from taskyard_common.catalog import Catalog, CatalogError, catalog_wide
 from taskyard_common.catalog_sources import FileSource, LiveCatalog, diff
 from taskyard_common.catalog_sources.kubernetes import catalog_of
+from taskyard_common.store.specialists import StoredCatalog, entry_of
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -127,3 +128,35 @@ def test_a_specialist_resource_is_its_catalog_entry_without_scaling_and_pod():
     assert catalog.get("translator").max_steps == 3
     with pytest.raises(CatalogError, match="not a valid catalog"):
         catalog_of([_resource("translator")], "general")  # no fallback among them
+
+
+def test_the_stored_and_the_resource_catalogs_keep_the_files_catalog_wide_fields(catalog: Catalog):
+    """The database and the resources hold the specialists and the fallback; multi_route, the combiner and
+    the model table are the catalog file's."""
+    catalog = Catalog.model_validate(
+        {
+            **catalog.model_dump(mode="json", by_alias=True),
+            "multi_route": True,
+            "combine_specialist": catalog.names[0],
+        }
+    )
+    entries = {spec.name: entry_of(spec) for spec in catalog.specialists}
+    stored = StoredCatalog(1, catalog.fallback, entries).catalog(None, catalog_wide(catalog))
+    assert stored == catalog
+    resources = [
+        _resource_of(spec.name, entry)
+        for spec, entry in zip(catalog.specialists, entries.values(), strict=True)
+    ]
+    listed = catalog_of(resources, catalog.fallback, catalog_wide(catalog))
+    assert sorted(listed.specialists, key=lambda s: s.name) == sorted(
+        catalog.specialists, key=lambda s: s.name
+    )
+    assert (listed.models, listed.multi_route, listed.combine_specialist) == (
+        catalog.models,
+        catalog.multi_route,
+        catalog.combine_specialist,
+    )
+
+
+def _resource_of(name: str, entry: dict) -> dict:
+    return {"metadata": {"name": name}, "spec": {**entry, "scaling": {"maxReplicaCount": 2}}}

@@ -7,7 +7,7 @@ Kubernetes conventions where they differ from nothing else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -121,6 +121,18 @@ class Catalog(BaseModel):
     @property
     def model_table(self) -> dict[str, ModelSpec]:
         return {m.name: m for m in self.models}
+
+
+# What a catalog holds besides its specialists and fallback (multi_route, combine_specialist, models): read
+# from the catalog file whatever the source of the specialists (see taskyard_common.catalog_sources).
+_NOT_WIDE = ("api_version", "kind", "fallback", "specialists")
+
+
+def catalog_wide(catalog: Catalog | None) -> dict[str, Any]:
+    """``catalog``'s catalog-wide fields, to build another catalog with (empty: the defaults)."""
+    if catalog is None:
+        return {}
+    return {name: getattr(catalog, name) for name in Catalog.model_fields if name not in _NOT_WIDE}
 
 
 def parse_catalog(text: str, source: str = "<catalog>") -> Catalog:

@@ -189,7 +189,8 @@ async def follow_catalog(
                 log.info(
                     "the spec of %r changed in the catalog: consuming again with the new one", specialist
                 )
-    log.info("stop signal received" if stop.is_set() else "stopping")
+            else:
+                log.info("stop signal received")
 
 
 async def serve(settings: ServiceSettings, specialist: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from taskyard_common.catalog import CatalogError
+from taskyard_common.catalog import CatalogError, catalog_wide, load_catalog
 from taskyard_common.catalog_sources.database import DatabaseSource
 from taskyard_common.catalog_sources.file import FileSource
 from taskyard_common.catalog_sources.kubernetes import KubernetesSource, in_cluster_namespace, in_cluster_url
@@ -57,6 +57,10 @@ async def make_source(settings: CatalogSettings, db: DbSettings, *, sighup: bool
         raise CatalogError(
             "TASKYARD_CATALOG_SOURCE=kubernetes needs TASKYARD_CATALOG_FALLBACK (a specialist name)"
         )
+    try:
+        wide = catalog_wide(load_catalog(settings.path))
+    except CatalogError:
+        wide = {}  # no catalog file: the defaults (one specialist per request, no model table)
     return KubernetesSource(
         url,
         settings.kubernetes_namespace or in_cluster_namespace(),
@@ -64,6 +68,7 @@ async def make_source(settings: CatalogSettings, db: DbSettings, *, sighup: bool
         token_path=settings.kubernetes_token_path,
         ca_path=settings.kubernetes_ca_path,
         retry_seconds=settings.poll_seconds,
+        wide=wide,
     )
 
 

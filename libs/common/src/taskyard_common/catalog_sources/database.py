@@ -3,7 +3,8 @@ Kubernetes: changed with ``PUT/DELETE /v1/specialists/{name}``, followed by poll
 (one indexed single-row read every ``poll_seconds``) and reading the whole catalog when it moved.
 
 A store that never held a catalog is seeded from the catalog file, once (the first process to start wins;
-the others see version 1).
+the others see version 1). The catalog-wide fields (``multi_route``, ``combine_specialist``, ``models``) are
+the catalog file's, read when the source opens: the store holds the specialists and the fallback.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
-from taskyard_common.catalog import Catalog, CatalogError, load_catalog
+from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, catalog_wide, load_catalog
 from taskyard_common.catalog_sources.live import CatalogSource, CatalogUnavailable
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.settings import DbSettings
@@ -27,9 +29,17 @@ log = logging.getLogger(__name__)
 class DatabaseSource(CatalogSource):
     kind = "database"
 
-    def __init__(self, store: SpecialistStore, *, fallback: str | None, poll_seconds: float) -> None:
+    def __init__(
+        self,
+        store: SpecialistStore,
+        *,
+        fallback: str | None,
+        poll_seconds: float,
+        wide: dict[str, Any] | None = None,
+    ) -> None:
         self.store = store
         self._fallback = fallback
+        self._wide = wide or {}
         self._poll = poll_seconds
         self._version: int | None = None
 
@@ -64,12 +74,13 @@ class DatabaseSource(CatalogSource):
 
     async def _seed(self, path: Path) -> None:
         try:
-            if await self.store.version() != 0:
-                return
-            try:
-                catalog = load_catalog(path)
-            except CatalogError as exc:
-                log.warning("the stored catalog is empty and cannot be seeded: %s", exc)
+            catalog: Catalog | None = load_catalog(path)
+        except CatalogError as exc:
+            catalog = None
+            log.warning("no catalog file to seed from or to take the catalog-wide fields of: %s", exc)
+        self._wide = catalog_wide(catalog)
+        try:
+            if await self.store.version() != 0 or catalog is None:
                 return
             if await self.store.seed(catalog):
                 log.info("seeded the stored catalog from %s (%d specialists)", path, len(catalog.specialists))
@@ -82,7 +93,15 @@ class DatabaseSource(CatalogSource):
         except StoreUnavailable as exc:
             raise CatalogUnavailable(str(exc)) from exc
         self._version = stored.version
-        return stored.catalog(self._fallback)
+        return stored.catalog(self._fallback, self._wide)
+
+    async def put(self, spec: SpecialistSpec) -> tuple[bool, Catalog]:
+        """Create or replace one specialist in the store (see ``SpecialistStore.put``)."""
+        return await self.store.put(spec, self._fallback, self._wide)
+
+    async def delete(self, name: str) -> Catalog | None:
+        """Remove one specialist from the store (see ``SpecialistStore.delete``)."""
+        return await self.store.delete(name, self._fallback, self._wide)
 
     async def changed(self) -> None:
         while True:

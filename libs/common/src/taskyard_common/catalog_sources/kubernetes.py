@@ -5,7 +5,8 @@ server and watched, over HTTP with the pod's service account (it needs get, list
 ``read`` lists the resources (so a read is always current, whatever the watch missed); a background watch
 from the list's ``resourceVersion`` says when to read again. A watch that ends, breaks or is told its
 version is too old (410) starts over from a new list, and counts as a change. Each resource's spec is its
-catalog entry plus ``scaling`` and ``pod`` (the operator's); its name is ``metadata.name``. A resource whose
+catalog entry plus ``scaling`` and ``pod`` (the operator's); its name is ``metadata.name``; the catalog-wide
+fields (``multi_route``, ``combine_specialist``, ``models``) are the mounted catalog file's, when there is one. A resource whose
 entry is not valid (the CRD's schema should have refused it) is left out, with a warning; one being deleted
 (``deletionTimestamp``: the operator's finalizer still holds it) is left out too.
 """
@@ -42,7 +43,8 @@ def spec_of(resource: dict[str, Any]) -> SpecialistSpec:
     return SpecialistSpec.model_validate({**entry, "name": resource["metadata"]["name"]})
 
 
-def catalog_of(resources: list[dict[str, Any]], fallback: str) -> Catalog:
+def catalog_of(resources: list[dict[str, Any]], fallback: str, wide: dict[str, Any] | None = None) -> Catalog:
+    """The catalog of these resources, with ``wide``'s catalog-wide fields (see ``catalog_wide``)."""
     specs = []
     for resource in sorted(resources, key=lambda r: str(r.get("metadata", {}).get("name", ""))):
         if resource.get("metadata", {}).get("deletionTimestamp"):
@@ -54,7 +56,7 @@ def catalog_of(resources: list[dict[str, Any]], fallback: str) -> Catalog:
                 "Specialist %s left out of the catalog: %s", resource.get("metadata", {}).get("name"), exc
             )
     try:
-        return Catalog(fallback=fallback, specialists=tuple(specs))
+        return Catalog(**(wide or {}), fallback=fallback, specialists=tuple(specs))
     except ValidationError as exc:
         raise CatalogError(f"the Specialist resources are not a valid catalog:\n{exc}") from None
 
@@ -85,7 +87,9 @@ class KubernetesSource(CatalogSource):
         token_path: Path,
         ca_path: Path,
         retry_seconds: float = 1.0,
+        wide: dict[str, Any] | None = None,
     ) -> None:
+        self._wide = wide or {}
         self._path = f"{url.rstrip('/')}/apis/{GROUP_VERSION}/namespaces/{namespace}/specialists"
         self._fallback = fallback
         self._token_path = token_path
@@ -124,7 +128,7 @@ class KubernetesSource(CatalogSource):
             raise CatalogUnavailable(f"cannot list Specialists: {type(exc).__name__}") from exc
 
     async def read(self) -> Catalog:
-        return catalog_of(list((await self._list()).get("items") or []), self._fallback)
+        return catalog_of(list((await self._list()).get("items") or []), self._fallback, self._wide)
 
     async def changed(self) -> None:
         if self._watch is None:

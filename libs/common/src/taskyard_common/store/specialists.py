@@ -8,6 +8,7 @@ valid (the fallback cannot be deleted, nor the last specialist), and two admins'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +26,12 @@ class StoredCatalog:
     # Name → catalog entry (without its name), in the catalog's order.
     entries: dict[str, dict[str, Any]]
 
-    def catalog(self, fallback: str | None = None) -> Catalog:
-        """As a ``Catalog`` (``fallback`` replaces the stored one); ``CatalogError`` when it is not valid."""
+    def catalog(self, fallback: str | None = None, wide: Mapping[str, Any] | None = None) -> Catalog:
+        """As a ``Catalog`` (``fallback`` replaces the stored one; ``wide``: the catalog-wide fields, see
+        ``catalog_wide``); ``CatalogError`` when it is not valid."""
         try:
             return Catalog(
+                **(wide or {}),
                 fallback=fallback or self.fallback or "",
                 specialists=tuple(
                     SpecialistSpec.model_validate({**entry, "name": name})
@@ -72,19 +75,23 @@ class SpecialistStore(PoolStore):
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}") from exc
 
-    async def put(self, spec: SpecialistSpec, fallback: str | None = None) -> tuple[bool, Catalog]:
+    async def put(
+        self, spec: SpecialistSpec, fallback: str | None = None, wide: Mapping[str, Any] | None = None
+    ) -> tuple[bool, Catalog]:
         """Create or replace one specialist: (created, the catalog now); ``CatalogError`` when the result
         would not be a valid catalog."""
-        return await self._change(spec.name, spec, fallback)
+        return await self._change(spec.name, spec, fallback, wide)
 
-    async def delete(self, name: str, fallback: str | None = None) -> Catalog | None:
+    async def delete(
+        self, name: str, fallback: str | None = None, wide: Mapping[str, Any] | None = None
+    ) -> Catalog | None:
         """Remove one specialist: the catalog now, None when there was none of that name; ``CatalogError``
-        when the rest would not be a valid catalog (it was the fallback, or the last one)."""
-        found, catalog = await self._change(name, None, fallback)
+        when the rest would not be a valid catalog (it was the fallback, the combiner, or the last one)."""
+        found, catalog = await self._change(name, None, fallback, wide)
         return catalog if found else None
 
     async def _change(
-        self, name: str, spec: SpecialistSpec | None, fallback: str | None
+        self, name: str, spec: SpecialistSpec | None, fallback: str | None, wide: Mapping[str, Any] | None
     ) -> tuple[bool, Catalog]:
         try:
             async with self._connection() as conn, conn.transaction():
@@ -94,11 +101,11 @@ class SpecialistStore(PoolStore):
                 entries = dict(stored.entries)
                 if spec is None:
                     if not existed:
-                        return False, stored.catalog(fallback)
+                        return False, stored.catalog(fallback, wide)
                     del entries[name]
                 else:
                     entries[name] = entry_of(spec)
-                catalog = StoredCatalog(stored.version + 1, stored.fallback, entries).catalog(fallback)
+                catalog = StoredCatalog(stored.version + 1, stored.fallback, entries).catalog(fallback, wide)
                 if spec is None:
                     await conn.execute("DELETE FROM specialists WHERE name = $1", name)
                 else:

@@ -128,7 +128,7 @@ async def put_specialist(
     source = _database(resources)
     spec = _spec(name, entry)
     try:
-        created, _catalog = await source.store.put(spec, resources.settings.catalog.fallback)
+        created, _catalog = await source.put(spec)
     except CatalogError as exc:
         raise ProblemException(CATALOG_CONFLICT(str(exc))) from None
     # This replica shows the change at once; the others, and the broker agent and workers, at their next poll.
@@ -146,11 +146,11 @@ async def put_specialist(
 async def delete_specialist(name: NamePath, resources: ResourcesDep, _: Admin) -> Response:
     source = _database(resources)
     try:
-        catalog = await source.store.delete(name, resources.settings.catalog.fallback)
+        catalog = await source.delete(name)
     except CatalogError as exc:
         raise ProblemException(
             CATALOG_CONFLICT(
-                f"Deleting {name!r} would leave no valid catalog (the fallback, or the last one): {exc}"
+                f"Deleting {name!r} would leave no valid catalog (the fallback, the combiner, or the last one): {exc}"
             )
         ) from None
     if catalog is None:
