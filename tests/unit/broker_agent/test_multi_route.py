@@ -13,7 +13,7 @@ from taskyard_broker_agent.routing.router import InvalidAnswer, parse_answer
 from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_common.catalog import Catalog, CatalogError, parse_catalog
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import IntakeMessage, RoutedPart, Usage
+from taskyard_common.messages import IntakeMessage, RoutedPart, RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import TaskRecord
 from tests.unit.broker_agent.test_answers import NAMES, completion
 
@@ -137,3 +137,11 @@ def test_only_a_task_of_its_own_may_be_split(catalog: Catalog, multi: Catalog):
     for other in (record(group_id=uuid.uuid4(), group_role="child"), record(delegation={"parent_id": "p"})):
         assert not may_split(other, multi)
         assert decide_intake(message, other, multi, NOW) == Route()
+
+
+def test_a_single_route_serializes_as_before_multi_route():
+    """Services that do not know ``parts`` yet (a rolling upgrade) still read every single-route decision."""
+    single = RoutingDecision(method=RoutingMethod.LLM, specialist="general", reason="r", confidence=0.5)
+    assert "parts" not in single.model_dump(mode="json") and "parts" not in single.model_dump_json()
+    split = single.model_copy(update={"parts": (RoutedPart(specialist="general", job="j"),)})
+    assert RoutingDecision.model_validate_json(split.model_dump_json()) == split
