@@ -80,12 +80,12 @@ def test_unusable_parts_refuse_the_answer(parts, complaint):
 def test_the_tool_and_prompt_offer_parts_only_with_multi_route(catalog: Catalog, multi: Catalog):
     single = RoutingPrompt.from_catalog(catalog)
     assert "parts" not in single.tool["function"]["parameters"]["properties"]  # type: ignore[index]
-    assert "- parts:" not in single.system_prompt
+    assert "- parts:" not in single.system_prompt and not single.offers_parts
     split = RoutingPrompt.from_catalog(multi)
     parts = split.tool["function"]["parameters"]["properties"]["parts"]  # type: ignore[index]
     assert parts["items"]["properties"]["specialist"]["enum"] == catalog.names
     assert parts["maxItems"] == 5 and "parts" not in split.tool["function"]["parameters"]["required"]  # type: ignore[index]
-    assert "- parts:" in split.system_prompt
+    assert "- parts:" in split.system_prompt and split.offers_parts
 
 
 def test_the_rules_router_splits_sentences_that_start_distinct_jobs(catalog: Catalog, multi: Catalog):
@@ -145,3 +145,8 @@ def test_a_single_route_serializes_as_before_multi_route():
     assert "parts" not in single.model_dump(mode="json") and "parts" not in single.model_dump_json()
     split = single.model_copy(update={"parts": (RoutedPart(specialist="general", job="j"),)})
     assert RoutingDecision.model_validate_json(split.model_dump_json()) == split
+
+
+def test_parts_the_tool_did_not_offer_are_ignored():
+    stray = answer([{"specialist": "astrologer", "job": "stars"}, {"specialist": "general", "job": "x"}])
+    assert parse_answer(stray, NAMES, 0.0, parts=False).parts == ()
