@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 import pytest
 
 from taskyard_broker_agent.intake.decisions import Route, decide_intake, may_split
+from taskyard_broker_agent.routing.answers import InvalidAnswer, parse_answer
 from taskyard_broker_agent.routing.parts import merge_parts
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
-from taskyard_broker_agent.routing.router import InvalidAnswer, parse_answer
 from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_common.catalog import Catalog, CatalogError, parse_catalog
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import IntakeMessage, RoutedPart, Usage
+from taskyard_common.messages import IntakeMessage, RoutedPart, RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import TaskRecord
 from tests.unit.broker_agent.test_answers import NAMES, completion
 
@@ -80,12 +80,12 @@ def test_unusable_parts_refuse_the_answer(parts, complaint):
 def test_the_tool_and_prompt_offer_parts_only_with_multi_route(catalog: Catalog, multi: Catalog):
     single = RoutingPrompt.from_catalog(catalog)
     assert "parts" not in single.tool["function"]["parameters"]["properties"]  # type: ignore[index]
-    assert "- parts:" not in single.system_prompt
+    assert "- parts:" not in single.system_prompt and not single.offers_parts
     split = RoutingPrompt.from_catalog(multi)
     parts = split.tool["function"]["parameters"]["properties"]["parts"]  # type: ignore[index]
     assert parts["items"]["properties"]["specialist"]["enum"] == catalog.names
     assert parts["maxItems"] == 5 and "parts" not in split.tool["function"]["parameters"]["required"]  # type: ignore[index]
-    assert "- parts:" in split.system_prompt
+    assert "- parts:" in split.system_prompt and split.offers_parts
 
 
 def test_the_rules_router_splits_sentences_that_start_distinct_jobs(catalog: Catalog, multi: Catalog):
@@ -137,3 +137,16 @@ def test_only_a_task_of_its_own_may_be_split(catalog: Catalog, multi: Catalog):
     for other in (record(group_id=uuid.uuid4(), group_role="child"), record(delegation={"parent_id": "p"})):
         assert not may_split(other, multi)
         assert decide_intake(message, other, multi, NOW) == Route(other.tenant)
+
+
+def test_a_single_route_serializes_as_before_multi_route():
+    """Services that do not know ``parts`` yet (a rolling upgrade) still read every single-route decision."""
+    single = RoutingDecision(method=RoutingMethod.LLM, specialist="general", reason="r", confidence=0.5)
+    assert "parts" not in single.model_dump(mode="json") and "parts" not in single.model_dump_json()
+    split = single.model_copy(update={"parts": (RoutedPart(specialist="general", job="j"),)})
+    assert RoutingDecision.model_validate_json(split.model_dump_json()) == split
+
+
+def test_parts_the_tool_did_not_offer_are_ignored():
+    stray = answer([{"specialist": "astrologer", "job": "stars"}, {"specialist": "general", "job": "x"}])
+    assert parse_answer(stray, NAMES, 0.0, parts=False).parts == ()

@@ -73,8 +73,9 @@ class RoutingDecision(_Model):
     # Why the rules decided although an LLM is configured: llm_error, invalid_answer, no_llm or guard.
     fallback: str | None = Field(default=None, max_length=64)
     # A request split into distinct jobs (catalog ``multi_route``): each part runs as a child task of a group,
-    # then ``specialist`` combines their outcomes. Empty: the usual single route.
-    parts: tuple[RoutedPart, ...] = Field(default=(), max_length=MAX_ROUTED_PARTS)
+    # then ``specialist`` combines their outcomes. Empty: the usual single route, and left out of the JSON, so
+    # that a single route reads as before to services that do not know the field yet (a rolling upgrade).
+    parts: tuple[RoutedPart, ...] = Field(default=(), max_length=MAX_ROUTED_PARTS, exclude_if=lambda v: not v)
     # The model the router called and what its call cost in USD (the catalog's prices; 0 without an LLM
     # call or a price).
     model: str | None = Field(default=None, max_length=200)

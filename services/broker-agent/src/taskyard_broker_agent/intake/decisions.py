@@ -3,8 +3,8 @@ without a broker or a database. ``handler.IntakeHandler`` reads the task, asks, 
 
 The store is the source of truth, which makes the intake idempotent under redelivery:
 
-- a task still pending is routed (``Route``; with ``multi_route``, perhaps split into parts), or recorded at once when the client named a specialist of
-  the catalog (``Record``); an unknown name fails it (``FailUnknownSpecialist``): the API and the broker
+- a task still pending is routed (``Route``; with ``multi_route``, perhaps split into parts), or recorded
+  at once when the client named a specialist of the catalog (``Record``); an unknown name fails it (``FailUnknownSpecialist``): the API and the broker
   agent run different catalogs during a rollout, retrying cannot help, and routing it elsewhere would
   ignore the client;
 - a task already queued with a decision is a redelivery after a crash between recording and publishing:

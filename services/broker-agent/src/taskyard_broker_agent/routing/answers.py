@@ -49,9 +49,10 @@ def _parts(answer: RouteAnswer, specialists: tuple[str, ...]) -> tuple[RoutedPar
 
 
 def parse_answer(
-    response: ChatCompletion, specialists: tuple[str, ...], min_confidence: float
+    response: ChatCompletion, specialists: tuple[str, ...], min_confidence: float, *, parts: bool = True
 ) -> RoutingDecision:
-    """The decision in a chat completion, or ``InvalidAnswer`` saying what is wrong with it."""
+    """The decision in a chat completion, or ``InvalidAnswer`` saying what is wrong with it. ``parts``: the
+    tool offered them (``multi_route``); otherwise any the model sends anyway are ignored."""
     # The SDK builds responses without validating them: a server may leave out what the types promise.
     choices = response.choices or []
     calls = (choices[0].message.tool_calls or []) if choices else []
@@ -69,14 +70,14 @@ def parse_answer(
         raise InvalidAnswer(f"the model chose {answer.specialist[:64]!r}, which is not in the catalog")
     if answer.confidence < min_confidence:
         raise InvalidAnswer(f"confidence {answer.confidence:.2f} is below the minimum {min_confidence:.2f}")
-    parts = _parts(answer, specialists)
+    split = _parts(answer, specialists) if parts else ()
     reason = " ".join(answer.reason.split()) or _NO_REASON
     return RoutingDecision(
         method=RoutingMethod.LLM,
         specialist=answer.specialist,
         reason=reason[:_REASON_MAX],
         confidence=answer.confidence,
-        parts=parts,
+        parts=split,
     )
 
 

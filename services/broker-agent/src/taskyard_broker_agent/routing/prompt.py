@@ -175,6 +175,12 @@ class RoutingPrompt:
         )
 
     @property
+    def offers_parts(self) -> bool:
+        """Whether the tool takes ``parts`` (the catalog's ``multi_route``)."""
+        properties = self.tool["function"].get("parameters", {}).get("properties", {})
+        return isinstance(properties, dict) and "parts" in properties
+
+    @property
     def tool_choice(self) -> ChatCompletionNamedToolChoiceParam:
         return {"type": "function", "function": {"name": ROUTE_TOOL_NAME}}
 

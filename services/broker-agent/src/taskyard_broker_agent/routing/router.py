@@ -220,7 +220,9 @@ class Router:
             return self._guarded(self._fallback(request, LLM_ERROR, _describe(exc), calls=1), inspection)
         spent = self._spent(response)
         try:
-            decision = parse_answer(response, prompt.specialists, self._min_confidence)
+            decision = parse_answer(
+                response, prompt.specialists, self._min_confidence, parts=prompt.offers_parts
+            )
         except InvalidAnswer as exc:
             return self._guarded(
                 self._fallback(request, INVALID_ANSWER, str(exc), calls=1, **spent), inspection
