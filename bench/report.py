@@ -168,6 +168,18 @@ def evaluate(rows: Sequence[Row]) -> list[Target]:
         )
     )
 
+    limited = by_key.get("taskyard.io.limited")
+    with_limits = limited.extra.get("window_s") if limited else None
+    value = ratio(with_limits, window)
+    targets.append(
+        Target(
+            "I/O-bound with fleet-wide LLM limits (not binding) vs without",
+            "<= 1.10x",
+            f"{fmt(value)}x ({fmt(with_limits)} s vs {fmt(window)} s){_suffix(limited)}",
+            _judge(limited, value, value is not None and value <= 1.10 and io is not None and io.ok),
+        )
+    )
+
     submit = [r for r in rows if r.key.startswith("submit.") and _usable(r)]
     fast = [r for r in submit if r.p99_ms is not None and r.p99_ms < 50]
     top = max(fast, key=lambda r: r.per_s or 0, default=None)
@@ -202,7 +214,29 @@ def evaluate(rows: Sequence[Row]) -> list[Target]:
             _judge(e2e, value, value is not None and value >= 0.30 and broker is not None and broker.ok),
         )
     )
+    targets.extend(_priority_targets(by_key))
     return targets
+
+
+def _priority_targets(by_key: dict[str, Row]) -> list[Target]:
+    """Issue 15's priority targets (the ``priority`` scenario)."""
+    backlog, stream = by_key.get("priority.backlog"), by_key.get("priority.stream")
+    ratio_ = backlog.extra.get("p95_ratio") if backlog else None
+    share = stream.extra.get("low_share") if stream else None
+    return [
+        Target(
+            "20 highs behind 200 lows: highs' p95 wait vs lows' (issue 15)",
+            "< 10 %",
+            f"{fmt(100 * ratio_ if ratio_ is not None else None)} %{_suffix(backlog)}",
+            _judge(backlog, ratio_, ratio_ is not None and ratio_ < 0.10),
+        ),
+        Target(
+            "lows' share of the starts under a stream of highs (issue 15)",
+            "about 10 % (6:3:1)",
+            f"{fmt(100 * share if share is not None else None)} %{_suffix(stream)}",
+            _judge(stream, share, share is not None and 0.05 <= share <= 0.20),
+        ),
+    ]
 
 
 def targets_table(targets: Sequence[Target]) -> str:

@@ -38,9 +38,12 @@ BENCH_API_ENV = {
 }
 
 
-def write_catalog(path: Path, specialists: dict[str, int]) -> Path:
-    """A catalog of instant specialists (no tools, one LLM call), ``name -> concurrency``."""
-    catalog = {
+def write_catalog(
+    path: Path, specialists: dict[str, int], models: list[dict[str, Any]] | None = None
+) -> Path:
+    """A catalog of instant specialists (no tools, one LLM call), ``name -> concurrency``; ``models``: its
+    ``models`` entries."""
+    catalog: dict[str, Any] = {
         "apiVersion": "taskyard.dev/v1alpha1",
         "kind": "SpecialistCatalog",
         "fallback": next(iter(specialists)),
@@ -59,13 +62,17 @@ def write_catalog(path: Path, specialists: dict[str, int]) -> Path:
             for name, concurrency in specialists.items()
         ],
     }
+    if models:
+        catalog["models"] = models
     path.write_text(yaml.safe_dump(catalog, sort_keys=False))
     return path
 
 
 @asynccontextmanager
-async def devllm(log_dir: Path, latency_seconds: float = 0.0) -> AsyncIterator[DevLlm]:
-    service, llm = start_devllm(log_dir, latency_seconds=latency_seconds)
+async def devllm(
+    log_dir: Path, latency_seconds: float = 0.0, rpm: int | None = None
+) -> AsyncIterator[DevLlm]:
+    service, llm = start_devllm(log_dir, latency_seconds=latency_seconds, rpm=rpm)
     try:
         await wait_http_ok(llm.health_url, service, timeout=30)
         yield llm

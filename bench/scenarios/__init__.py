@@ -7,9 +7,12 @@ from bench.scenarios import (
     broker_limit,
     celery_baseline,
     fairness,
+    llm_rpm,
+    priority,
     submit_path,
     taskyard_io,
     taskyard_noop,
+    workflow_group,
 )
 
 ALL: tuple[Scenario, ...] = (
@@ -18,5 +21,8 @@ ALL: tuple[Scenario, ...] = (
     taskyard_noop.SCENARIO,
     taskyard_io.SCENARIO,
     submit_path.SCENARIO,
+    workflow_group.SCENARIO,
     fairness.SCENARIO,
+    priority.SCENARIO,
+    llm_rpm.SCENARIO,
 )

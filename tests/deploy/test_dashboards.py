@@ -67,3 +67,14 @@ def test_every_taskyard_metric_used_is_defined():
     used = used_metric_names()
     assert used, "no taskyard metric found"
     assert used <= defined, f"not defined in taskyard_common.metrics: {sorted(used - defined)}"
+
+
+@pytest.mark.parametrize("stem", ["taskyard-overview", "taskyard-llm"])
+def test_a_cost_row_shows_the_llm_spend(stem):
+    dashboard = json.loads(next(p for p in DASHBOARDS if p.stem == stem).read_text())
+    titles = [p["title"] for p in dashboard["panels"]]
+    row = titles.index("Cost")
+    assert dashboard["panels"][row]["type"] == "row"
+    below = [p for p in dashboard["panels"][row + 1 :] if p["type"] != "row"]
+    assert below and all("taskyard_llm_cost_total" in t["expr"] for p in below for t in p["targets"])
+    assert all(p["fieldConfig"]["defaults"]["unit"] == "currencyUSD" for p in below)

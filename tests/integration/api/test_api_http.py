@@ -89,12 +89,14 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
     document = (await client.get("/openapi.json")).json()
     paths = document["paths"]
     expected = {
-        ("/v1/tasks", "post"): {"202", "413", "415", "422", "500", "503"},
+        ("/v1/tasks", "post"): {"202", "402", "413", "415", "422", "500", "503"},
         ("/v1/tasks", "get"): {"200", "422", "500", "503"},
         ("/v1/tasks/{task_id}", "get"): {"200", "304", "404", "422", "500", "503"},
         ("/v1/tasks/{task_id}/events", "get"): {"200", "404", "422", "500", "503"},
         ("/v1/tasks/{task_id}/result", "get"): {"200", "404", "409", "500", "503"},
         ("/v1/tasks/{task_id}/cancel", "post"): {"200", "202", "404", "409", "500", "503"},
+        ("/v1/tasks/{task_id}", "delete"): {"204", "403", "404", "409", "500", "503"},
+        ("/v1/tenant/tasks", "delete"): {"200", "403", "500", "503"},
         ("/v1/tasks/{task_id}/webhook-deliveries", "get"): {"200", "404", "500", "503"},
         ("/v1/tasks/{task_id}/webhook-deliveries/{delivery_id}/redeliver", "post"): {
             "202",
@@ -103,7 +105,7 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
             "500",
             "503",
         },
-        ("/v1/task-groups", "post"): {"202", "409", "413", "415", "422", "429", "500", "503"},
+        ("/v1/task-groups", "post"): {"202", "402", "409", "413", "415", "422", "429", "500", "503"},
         ("/v1/task-groups/{group_id}", "get"): {"200", "404", "422", "500", "503"},
         ("/v1/task-groups/{group_id}/cancel", "post"): {"200", "202", "404", "409", "500", "503"},
         ("/v1/dead-letters", "get"): {"200", "422", "500", "503"},
@@ -120,6 +122,12 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
         ("/v1/tenants/{tenant}/limits", "put"): {"200", "404", "415", "422", "500", "503"},
         ("/v1/tenants/{tenant}/limits", "delete"): {"204", "404", "500", "503"},
         ("/v1/specialists", "get"): {"200", "500"},
+        ("/v1/specialists/{name}", "put"): {"200", "201", "403", "409", "422", "500", "503"},
+        ("/v1/specialists/{name}", "delete"): {"204", "403", "404", "409", "500", "503"},
+        ("/v1/usage", "get"): {"200", "422", "500", "503"},
+        ("/v1/limits", "get"): {"200", "403", "500", "503"},
+        ("/v1/tenants/{tenant}/budget", "get"): {"200", "403", "404", "422", "500", "503"},
+        ("/v1/tenants/{tenant}/budget", "put"): {"200", "403", "404", "415", "422", "500", "503"},
         ("/healthz", "get"): {"200", "500"},
         ("/readyz", "get"): {"200", "500", "503"},
         ("/metrics", "get"): {"200", "500"},
@@ -139,7 +147,7 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
     assert "ETag" in paths["/v1/tasks"]["post"]["responses"]["202"]["headers"]
     read = paths["/v1/tasks/{task_id}"]["get"]
     assert "ETag" in read["responses"]["200"]["headers"] and "ETag" in read["responses"]["304"]["headers"]
-    assert {p["name"] for p in read["parameters"]} == {"task_id", "wait", "If-None-Match"}
+    assert {p["name"] for p in read["parameters"]} == {"task_id", "wait", "If-None-Match", "fields"}
     events = paths["/v1/tasks/{task_id}/events"]["get"]
     assert set(events["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
     assert {p["name"] for p in events["parameters"]} == {"task_id", "after", "limit", "Last-Event-ID"}

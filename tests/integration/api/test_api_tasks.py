@@ -11,7 +11,7 @@ from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, PostgresTaskStore, StartOutcome
 from taskyard_common.task_errors import TaskErrorType, task_error
-from tests.integration.api.conftest import IntakeReader, assert_problem
+from tests.integration.api.conftest import IntakeReader, MakeSettings, assert_problem, serve
 from tests.support.polling import eventually
 
 
@@ -32,7 +32,14 @@ async def test_submit_stores_the_task_and_announces_it_once(
     assert doc["input"] == "Summarize this."
     assert doc["metadata"] == {"team": "ops"}
     assert doc["routing"] is None and doc["result"] is None and doc["error"] is None
-    assert doc["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    assert doc["usage"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "total_tokens": 0,
+        "cost": 0.0,
+        "model": None,
+    }
+    assert doc["cost"] == 0.0
     assert doc["links"] == {"self": f"/v1/tasks/{task_id}", "result": f"/v1/tasks/{task_id}/result"}
 
     record = await store.get(task_id)
@@ -87,7 +94,8 @@ async def test_task_document_and_result_follow_the_lifecycle(
     doc = (await client.get(f"/v1/tasks/{task_id}")).json()
     assert doc["status"] == "completed" and doc["specialist"] == "general" and doc["attempts"] == 1
     assert doc["routing"] == {"method": "rules", "reason": "arithmetic", "confidence": 0.6, "latency_ms": None,
-                              "llm_calls": 0, "tokens": 0, "cached": False, "guard": None, "fallback": None}  # fmt: skip
+                              "llm_calls": 0, "tokens": 0, "cached": False, "guard": None, "fallback": None,
+                              "model": None, "cost": 0.0}  # fmt: skip
     assert doc["result"] == {"answer": "42"} and doc["error"] is None
     assert doc["started_at"] is not None and doc["finished_at"] is not None
 
@@ -142,7 +150,7 @@ async def test_list_pages_newest_first_and_filters(client: httpx.AsyncClient, st
     assert [item["id"] for item in by_specialist["items"]] == [i for i in newest_first if i in routed][:2]
     assert by_specialist["next_cursor"] is not None
     pending = (await client.get("/v1/tasks", params={"status": "pending", "specialist": "summarizer"})).json()
-    assert pending == {"items": [], "next_cursor": None}
+    assert pending == {"items": [], "next_cursor": None, "truncated": False}
 
     for params in (
         {"cursor": "garbage!"},
@@ -205,4 +213,27 @@ async def test_invalid_submissions_are_422_problems_and_store_nothing(client: ht
     huge = await client.post("/v1/tasks", content=b'{"input": {"n": ' + b"9" * 5000 + b"}}", headers=headers)
     assert_problem(huge, 400)
 
-    assert (await client.get("/v1/tasks")).json() == {"items": [], "next_cursor": None}
+    assert (await client.get("/v1/tasks")).json() == {"items": [], "next_cursor": None, "truncated": False}
+
+
+async def test_a_list_page_is_bounded_in_bytes_and_pages_on(
+    make_settings: MakeSettings, store: PostgresTaskStore
+):
+    """``limit`` counts items, ``TASKYARD_API_MAX_PAGE_BYTES`` bounds what they weigh: a page of large
+    tasks ends early with a cursor, and following the cursors still lists every task once."""
+    created = [
+        await store.create(NewTask(id=uuid.uuid4(), input=f"{i}" + "x" * 100_000, metadata={}))
+        for i in range(5)
+    ]
+    newest_first = [str(r.id) for r in sorted(created, key=lambda r: (r.created_at, r.id), reverse=True)]
+    async with serve(make_settings(max_page_bytes=250_000)) as client:
+        first = (await client.get("/v1/tasks", params={"limit": 5})).json()
+        assert len(first["items"]) == 2 and first["next_cursor"] is not None
+        seen = [item["id"] for item in first["items"]]
+        cursor = first["next_cursor"]
+        while cursor is not None:
+            page = (await client.get("/v1/tasks", params={"limit": 5, "cursor": cursor})).json()
+            assert 1 <= len(page["items"]) <= 2
+            seen += [item["id"] for item in page["items"]]
+            cursor = page["next_cursor"]
+        assert seen == newest_first

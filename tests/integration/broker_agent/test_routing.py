@@ -4,12 +4,18 @@ test_intake.py.)"""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from prometheus_client import REGISTRY
 
+from taskyard_broker_agent.routing.guard import DirectiveGuard
 from taskyard_broker_agent.routing.router import Router
 from taskyard_common.catalog import Catalog
+from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.messages import RoutingMethod
+from taskyard_common.model_specs import ModelSpec
+from taskyard_common.store.rate_limits import RateLimitStore
 
 pytestmark = pytest.mark.integration
 
@@ -122,6 +128,43 @@ async def test_identical_requests_are_answered_from_the_cache(devllm, make_route
     assert counter("taskyard_routing_cache_total", result="hit") == hits + 1
 
 
+async def test_the_cache_is_per_tenant(devllm, make_router):
+    """A cached decision shows (``cached``, no tokens, a short latency): one tenant must never learn that
+    another sent the same text, so tenants never share an entry."""
+    model = devllm.new_model()
+    await devllm.script(model, [route_task("summarizer")], repeat_last=True)
+    router = make_router(model)
+    assert (await router.route("Summarize this report", "acme")).cached is False
+    assert (await router.route("Summarize this report", "globex")).cached is False
+    assert (await router.route("summarize THIS report", "acme")).cached is True
+    assert len(await devllm.requests(model)) == 2
+
+
+async def test_a_large_request_is_inspected_off_the_event_loop(devllm, catalog, llm_settings):
+    """The guard and the cache key read the whole request (up to 256 KiB: 100-280 ms of CPU): for a large
+    one they run in a worker thread, so the agent's event loop keeps serving other deliveries meanwhile."""
+    model = devllm.new_model()
+    await devllm.script(model, [route_task("summarizer")], repeat_last=True)
+    threads: list[int] = []
+
+    class Recording(DirectiveGuard):
+        def inspect(self, task_input):
+            threads.append(threading.get_ident())
+            return super().inspect(task_input)
+
+    router = Router.create(catalog, llm_settings(model))
+    router._guard = Recording(catalog.names)
+    try:
+        await router.route("Summarize this report", "acme")
+        await router.route({"text": "Summarize this report. " * 2000}, "acme")
+        cached = await router.route({"text": "summarize this report. " * 2000}, "acme")
+    finally:
+        await router.close()
+    loop = threading.get_ident()
+    assert threads[0] == loop and threads[1] != loop and threads[2] != loop
+    assert cached.cached is True  # the key computed in the thread is the same key
+
+
 async def test_the_cache_can_be_turned_off(devllm, make_router):
     model = devllm.new_model()
     await devllm.script(model, [route_task("summarizer")], repeat_last=True)
@@ -158,3 +201,30 @@ async def test_failed_answers_fall_back_and_are_not_cached(devllm, make_router, 
     again = await router.route("Please summarize this document")
     assert (again.method, again.specialist, again.cached) == (RoutingMethod.LLM, "researcher", False)
     assert len(await devllm.requests(model)) == 2
+
+
+async def test_a_priced_and_limited_model_costs_its_call_and_past_its_limit_the_rules_route(
+    devllm, catalog: Catalog, llm_settings, store
+):
+    model = devllm.new_model()
+    await devllm.script(model, [route_task("researcher")], repeat_last=True)
+    # One request a minute: the second decision would wait about a minute, so the rules make it.
+    entry = ModelSpec(name=model, rpm=1, input_price_per_mtok=1000, output_price_per_mtok=1000)
+    priced = catalog.model_copy(update={"models": (entry,)})
+    router = Router.create(
+        priced, llm_settings(model), limits=LlmLimits(RateLimitStore(store.pool), {model: entry})
+    )
+    try:
+        first = await router.route("Find the docs on pod disruption budgets")
+        second = await router.route("Find the docs on horizontal pod autoscalers")
+    finally:
+        await router.close()
+    assert (first.method, first.model) == (RoutingMethod.LLM, model)
+    assert first.cost == pytest.approx(first.tokens * 1000 / 1e6)
+    assert (second.method, second.fallback, second.llm_calls, second.cost) == (
+        RoutingMethod.RULES,
+        "rate_limited",
+        0,
+        0,
+    )
+    assert len(await devllm.requests(model)) == 1

@@ -35,7 +35,7 @@ async def test_a_task_tells_its_story_in_order(store):
         task_id=task.id,
         step=1,
         message={"role": "assistant", "content": None, "tool_calls": [{"id": "a"}]},
-        usage=Usage(total_tokens=9),
+        usage=Usage(total_tokens=9, cost=0.25, model="m1"),
         latency_ms=12.5,
     )
     result = Step(task_id=task.id, step=1, call_id="a", message={"role": "tool"}, ok=True, name="calculator")
@@ -59,11 +59,20 @@ async def test_a_task_tells_its_story_in_order(store):
         "confidence": 0.8,
         "cached": False,
     }
-    assert events["llm_call"].data == {"step": 1, "tokens": 9, "latency_ms": 12.5}
+    assert events["llm_call"].data == {
+        "step": 1,
+        "tokens": 9,
+        "latency_ms": 12.5,
+        "model": "m1",
+        "cost": 0.25,
+    }
     assert events["tool_call"].data == {"step": 1, "name": "calculator", "ok": True, "call_id": "a"}
     assert events["completed"].data["result"] == {"output": "42"}
     assert [e.type for e in await store.events(task.id, after=5, limit=2)] == ["token", "token"]
-    assert (await store.get(task.id)).event_seq == 8
+    recorded = await store.get(task.id)
+    assert recorded.event_seq == 8
+    # The step's cost and model, then the outcome's, added up on the task.
+    assert recorded.usage == Usage(total_tokens=10, cost=0.25, model="m1")
     assert changed == [task.id] * 5, "every change of a watched task told to on_change"
 
 

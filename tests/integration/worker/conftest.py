@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from taskyard_common.catalog import Catalog
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput, WorkMessage
+from taskyard_common.messages import Priority, RoutingDecision, RoutingMethod, TaskInput, WorkMessage
+from taskyard_common.model_specs import ModelSpec
 from taskyard_common.settings import (
     AmqpSettings,
     CatalogSettings,
@@ -45,6 +46,7 @@ def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
         publish: bool = True,
         deadline: datetime | None = None,
         timeout_seconds: float | None = None,
+        priority: Priority = Priority.NORMAL,
     ) -> WorkMessage:
         task_id = uuid.uuid4()
         decision = RoutingDecision(
@@ -52,14 +54,21 @@ def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
         )
         limits = {"deadline": deadline, "timeout_seconds": timeout_seconds}
         await store.create(
-            NewTask(id=task_id, input=task_input, metadata={}, timeout_seconds=timeout_seconds)
+            NewTask(
+                id=task_id, input=task_input, metadata={}, timeout_seconds=timeout_seconds, priority=priority
+            )
         )
         assert await store.route(task_id, decision)
         if deadline is not None:
             # Set after routing: a deadline already past is the one a task reached while queued.
             await store.pool.execute("UPDATE tasks SET deadline = $2 WHERE id = $1", task_id, deadline)
         message = WorkMessage(
-            task_id=task_id, specialist=specialist, input=task_input, routing=decision, **limits
+            task_id=task_id,
+            specialist=specialist,
+            input=task_input,
+            routing=decision,
+            priority=priority,
+            **limits,
         )
         if publish:
             await bus.send_work(message)
@@ -71,14 +80,14 @@ def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
 @pytest.fixture
 def write_catalog(catalog: Catalog, tmp_path: Path) -> Callable[..., Path]:
     """A catalog file like specialists.yaml (same names, so the same queues) with the general
-    specialist's fields overridden, e.g. a short backoff or a concurrency of 1."""
+    specialist's fields overridden, e.g. a short backoff or a concurrency of 1, and ``models`` entries."""
 
-    def write(**general: Any) -> Path:
+    def write(models: tuple[ModelSpec, ...] = (), **general: Any) -> Path:
         specialists = [
             spec.model_copy(update=general) if spec.name == "general" else spec
             for spec in catalog.specialists
         ]
-        changed = Catalog(fallback=catalog.fallback, specialists=tuple(specialists))
+        changed = Catalog(fallback=catalog.fallback, specialists=tuple(specialists), models=models)
         # Validated again: model_copy does not, and a typo in an override must fail here, not in the worker.
         document = Catalog.model_validate(changed.model_dump(mode="json", by_alias=True))
         path = tmp_path / f"catalog-{uuid.uuid4().hex[:6]}.yaml"

@@ -32,6 +32,7 @@ ENDPOINTS: list[tuple[str, str, str, str, type[BaseModel] | None]] = [
     ("post", "/v1/tasks/{task_id}/cancel", "200", JSON, models.Task),
     ("post", "/v1/tasks/{task_id}/cancel", "202", JSON, models.Task),
     ("get", "/v1/specialists", "200", JSON, models.SpecialistList),
+    ("get", "/v1/usage", "200", JSON, models.UsageReport),
     ("get", "/v1/dead-letters", "200", JSON, models.DeadLetterPage),
     ("get", "/v1/dead-letters/{task_id}", "200", JSON, models.DeadLetter),
     ("post", "/v1/dead-letters/{task_id}/replay", "202", JSON, models.Task),

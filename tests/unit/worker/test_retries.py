@@ -10,7 +10,7 @@ import pytest
 
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import StoreUnavailable, TransientError
-from taskyard_worker.llm_calls import AttemptTimeout, LlmRateLimited, retry_after_seconds
+from taskyard_worker.llm_calls import AttemptTimeout, FleetRateLimited, LlmRateLimited, retry_after_seconds
 from taskyard_worker.retries import MAX_FREE_DEFERRALS, plan_retry, retry_reason
 
 
@@ -39,6 +39,7 @@ def llm_timeout() -> TransientError:
         (TransientError("LLM answered HTTP 500"), "transient"),
         (StoreUnavailable("database unavailable"), "store_unavailable"),
         (LlmRateLimited("LLM answered HTTP 429", 2), "rate_limited"),
+        (FleetRateLimited("the fleet-wide requests limit needs a 30.0 s wait", 30), "llm_rate_limited"),
         (AttemptTimeout("the attempt did not finish within 1 s"), "timeout"),
         (llm_timeout(), "timeout"),
         (RuntimeError("a bug"), "transient"),
@@ -77,6 +78,17 @@ def test_a_429_waits_what_it_asks_and_is_not_charged() -> None:
         3,
         42,
         "rate_limited",
+    )
+
+
+def test_the_fleet_wide_limit_defers_for_its_wait_uncharged() -> None:
+    plan = plan_retry(FleetRateLimited("fleet-wide limit", 30.5), 2, spec(max_attempts=2))
+    assert plan is not None
+    assert (plan.reason, plan.charged, plan.next_attempt, plan.delay_seconds) == (
+        "llm_rate_limited",
+        False,
+        2,
+        30.5,
     )
 
 

@@ -48,6 +48,8 @@ RESULTS = {
     StartOutcome.NOT_ROUTED: StartResult(StartOutcome.NOT_ROUTED),
     StartOutcome.UNKNOWN: StartResult(StartOutcome.UNKNOWN),
     StartOutcome.WAITING: StartResult(StartOutcome.WAITING),
+    StartOutcome.STALE: StartResult(StartOutcome.STALE),
+    StartOutcome.NOT_DUE: StartResult(StartOutcome.NOT_DUE, retry_due_in_seconds=4.5),
     StartOutcome.DEFERRED: StartResult(
         StartOutcome.DEFERRED, reason=DeferralReason.TENANT_MAX_RUNNING, deferrals=1
     ),
@@ -60,6 +62,8 @@ FINISH_CANCELLED = Finish("cancelled", TaskStatus.CANCELLED, "cancelled before i
 FINISH_DUPLICATE = Finish("duplicate", None, "finished; acknowledging without running")
 FINISH_UNKNOWN = Finish("unknown", None, "unknown; acknowledging without running")
 FINISH_WAITING = Finish("waiting", None, "it waits for its delegated tasks; acknowledging without running")
+FINISH_STALE = Finish("stale", None, "a stale message of an earlier attempt; acknowledging without running")
+DEFER_NOT_DUE = Defer(4.5, "its retry's backoff is not over yet", "not_due")
 # The first answer to a delivery, from each queue, the worker running normally.
 EXPECTED: dict[tuple[StartOutcome, Source], StartDecision] = {
     (StartOutcome.STARTED, Source.MAIN): Run(RECORD),
@@ -78,6 +82,10 @@ EXPECTED: dict[tuple[StartOutcome, Source], StartDecision] = {
     (StartOutcome.UNKNOWN, Source.QUARANTINE): FINISH_UNKNOWN,
     (StartOutcome.WAITING, Source.MAIN): FINISH_WAITING,
     (StartOutcome.WAITING, Source.QUARANTINE): FINISH_WAITING,
+    (StartOutcome.STALE, Source.MAIN): FINISH_STALE,
+    (StartOutcome.STALE, Source.QUARANTINE): FINISH_STALE,
+    (StartOutcome.NOT_DUE, Source.MAIN): DEFER_NOT_DUE,
+    (StartOutcome.NOT_DUE, Source.QUARANTINE): DEFER_NOT_DUE,
     (StartOutcome.DEFERRED, Source.MAIN): AT_CAP,
     (StartOutcome.DEFERRED, Source.QUARANTINE): AT_CAP,
 }

@@ -11,6 +11,7 @@ from uuid import UUID, uuid4
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
+from taskyard_common.model_specs import ModelSpec
 from taskyard_worker.llm_calls import reply_of, usage_of
 from taskyard_worker.streaming import ChunkAccumulator, accumulate
 from taskyard_worker.tokens import TokenStream
@@ -57,7 +58,9 @@ def test_content_deltas_make_the_answer_and_the_last_chunk_its_usage():
     completion = accumulator.completion()
     assert reply_of(completion) == {"role": "assistant", "content": "Queues decouple services."}
     assert completion.choices[0].finish_reason == "stop"
-    assert usage_of(completion).model_dump() == USAGE
+    assert usage_of(completion, "m").model_dump() == USAGE | {"cost": 0.0, "model": "m"}
+    priced = ModelSpec(name="m", input_price_per_mtok=1.0, output_price_per_mtok=4.0)
+    assert usage_of(completion, "m", priced).cost == pytest.approx((12 * 1.0 + 3 * 4.0) / 1_000_000)
     assert (completion.id, completion.model, completion.object) == ("c1", "m", "chat.completion")
 
 
@@ -105,7 +108,7 @@ def test_text_before_a_tool_call_stays_the_reply_content_as_a_whole_reply_has_it
 
 def test_no_usage_chunk_counts_zero_tokens_and_a_refusal_is_the_answer():
     completion = accumulate([chunk({"refusal": "I can"}), chunk({"refusal": "not."}), chunk({}, "stop")])
-    assert usage_of(completion).total_tokens == 0
+    assert usage_of(completion, "m").total_tokens == 0
     assert reply_of(completion) == {"role": "assistant", "content": "I cannot."}
 
 

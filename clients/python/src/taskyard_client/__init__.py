@@ -32,6 +32,7 @@ from taskyard_client.models import (
     TaskEvent,
     TaskResult,
     TaskStatus,
+    UsageReport,
 )
 from taskyard_client.retry import RetryPolicy
 
@@ -59,6 +60,7 @@ __all__ = [
     "TaskyardError",
     "TransportError",
     "Unauthorized",
+    "UsageReport",
     "ValidationFailed",
     "WaitTimeout",
 ]

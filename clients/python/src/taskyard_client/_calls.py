@@ -122,6 +122,15 @@ def specialists() -> Call:
     return Call("GET", "/v1/specialists")
 
 
+def usage(*, start: datetime | str | None, end: datetime | str | None, group_by: str | None) -> Call:
+    def text(value: datetime | str | None) -> str | None:
+        return value.isoformat() if isinstance(value, datetime) else value
+
+    return Call(
+        "GET", "/v1/usage", params=_params(**{"from": text(start), "to": text(end), "group_by": group_by})
+    )
+
+
 def dead_letter_page(
     *, specialist: str | None, reason: str | None, limit: int | None, cursor: str | None
 ) -> Call:

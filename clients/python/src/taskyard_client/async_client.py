@@ -37,6 +37,7 @@ from taskyard_client.models import (
     TaskEvent,
     TaskPage,
     TaskResult,
+    UsageReport,
 )
 from taskyard_client.retry import RetryPolicy, after_failure
 
@@ -260,6 +261,17 @@ class AsyncClient(ClientBase):
 
     async def specialists(self) -> builtins.list[Specialist]:
         return (await self._model(calls.specialists(), SpecialistList)).items
+
+    async def usage(
+        self,
+        *,
+        start: datetime | str | None = None,
+        end: datetime | str | None = None,
+        group_by: str | None = None,
+    ) -> UsageReport:
+        """The tenant's LLM spend (tasks, tokens, USD) for tasks created in ``[start, end)`` (default: this
+        UTC month so far), grouped by ``specialist``, ``model`` or ``day`` when asked."""
+        return await self._model(calls.usage(start=start, end=end, group_by=group_by), UsageReport)
 
     async def dead_letters(
         self, *, specialist: str | None = None, reason: str | None = None, page_size: int | None = None

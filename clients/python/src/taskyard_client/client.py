@@ -36,6 +36,7 @@ from taskyard_client.models import (
     TaskEvent,
     TaskPage,
     TaskResult,
+    UsageReport,
 )
 from taskyard_client.retry import RetryPolicy, after_failure
 
@@ -258,6 +259,17 @@ class Client(ClientBase):
 
     def specialists(self) -> builtins.list[Specialist]:
         return self._model(calls.specialists(), SpecialistList).items
+
+    def usage(
+        self,
+        *,
+        start: datetime | str | None = None,
+        end: datetime | str | None = None,
+        group_by: str | None = None,
+    ) -> UsageReport:
+        """The tenant's LLM spend (tasks, tokens, USD) for tasks created in ``[start, end)`` (default: this
+        UTC month so far), grouped by ``specialist``, ``model`` or ``day`` when asked."""
+        return self._model(calls.usage(start=start, end=end, group_by=group_by), UsageReport)
 
     def dead_letters(
         self, *, specialist: str | None = None, reason: str | None = None, page_size: int | None = None

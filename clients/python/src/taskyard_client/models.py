@@ -44,6 +44,8 @@ class Usage(_Document):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cost: float = 0.0  # USD
+    model: str | None = None
 
 
 class Routing(_Document):
@@ -58,6 +60,8 @@ class Routing(_Document):
     cached: bool = False
     guard: str | None = None
     fallback: str | None = None
+    model: str | None = None
+    cost: float = 0.0  # USD
 
 
 class TaskError(_Document):
@@ -99,6 +103,7 @@ class Task(_Document):
     result: dict[str, Any] | None = None
     error: TaskError | None = None
     usage: Usage = Field(default_factory=Usage)
+    cost: float = 0.0  # USD, routing and agent
     input: str | dict[str, Any]
     metadata: dict[str, str] = Field(default_factory=dict)
     next_attempt_at: datetime | None = None
@@ -135,6 +140,28 @@ class TaskResult(_Document):
     @property
     def output(self) -> str | None:
         return _output(self.result)
+
+
+class UsageFigures(_Document):
+    """Tasks, tokens and cost (USD) of one group of ``GET /v1/usage`` (``key`` None: the total)."""
+
+    key: str | None = None
+    tasks: int
+    prompt_tokens: int
+    completion_tokens: int
+    routing_tokens: int
+    total_tokens: int
+    cost: float
+
+
+class UsageReport(_Document):
+    """``GET /v1/usage``: the tenant's LLM spend over ``[from, to)``."""
+
+    from_: datetime = Field(alias="from")
+    to: datetime
+    group_by: str | None = None
+    total: UsageFigures
+    groups: list[UsageFigures] = Field(default_factory=list)
 
 
 class TaskEvent(_Document):

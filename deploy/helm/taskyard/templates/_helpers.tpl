@@ -125,9 +125,13 @@ default
 {{- define "taskyard.valuesWorkerNames" -}}
 {{- $managed := include "taskyard.operatorSpecialistNames" . | fromJsonArray -}}
 {{- $names := list -}}
+{{- /* With the kubernetes catalog source the catalog is the Specialist resources: the operator runs every
+     worker, and a values-driven one would find no entry of its own there. */ -}}
+{{- if ne .Values.catalog.source "kubernetes" -}}
 {{- range include "taskyard.specialistNames" . | fromJsonArray -}}
 {{- if not (has . $managed) -}}
 {{- $names = append $names . -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- range $name, $_ := .Values.worker.specialists -}}
@@ -222,4 +226,15 @@ readinessProbe:
   periodSeconds: 5
   timeoutSeconds: 3
   failureThreshold: 3
+{{- end }}
+
+{{/* One specialist's catalog entry (dict "ctx" $ "name" NAME), as JSON: what its worker's pods are hashed on. */}}
+{{- define "taskyard.specialistEntry" -}}
+{{- $catalog := include "taskyard.catalog" .ctx | fromJson -}}
+{{- $name := .name -}}
+{{- range $catalog.specialists -}}
+{{- if eq (toString .name) $name -}}
+{{- toJson . -}}
+{{- end -}}
+{{- end -}}
 {{- end }}

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from taskyard_common.messages import SpecialistName
+from taskyard_common.model_specs import ModelSpec, check_models
 
 CATALOG_API_VERSION: Final = "taskyard.dev/v1alpha1"
 
@@ -36,7 +37,8 @@ class SpecialistSpec(BaseModel):
     )
     # The specialist's system prompt.
     instructions: str = Field(min_length=1)
-    # None: the globally configured model (TASKYARD_LLM_MODEL).
+    # None: the globally configured model (TASKYARD_LLM_MODEL). A name in the catalog's ``models`` gets that
+    # entry's endpoint, prices, limits and fallbacks; any other name is sent as is to the configured endpoint.
     model: str | None = None
     tools: tuple[str, ...] = ()
     max_steps: int = Field(default=6, ge=1, le=100)
@@ -76,6 +78,14 @@ class Catalog(BaseModel):
     # Where the rules router sends a request that matches no specialist.
     fallback: SpecialistName
     specialists: tuple[SpecialistSpec, ...] = Field(min_length=1)
+    # Let the router split a request that holds distinct jobs into parts for several specialists: the task
+    # then waits while its parts run as a group, and combines their outcomes (docs/routing.md). Off: every
+    # request goes to one specialist.
+    multi_route: bool = False
+    # Who combines the parts of a multi-routed task (None: the fallback specialist).
+    combine_specialist: SpecialistName | None = None
+    # The models specialists and the router name: endpoint, prices, limits, fallbacks (model_specs.py).
+    models: tuple[ModelSpec, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> Catalog:
@@ -85,7 +95,17 @@ class Catalog(BaseModel):
             raise ValueError(f"duplicate specialist names: {duplicates}")
         if self.fallback not in names:
             raise ValueError(f"fallback {self.fallback!r} is not a specialist in the catalog")
+        if self.combine_specialist is not None and self.combine_specialist not in names:
+            raise ValueError(
+                f"combine_specialist {self.combine_specialist!r} is not a specialist in the catalog"
+            )
+        check_models(self.models)
         return self
+
+    @property
+    def combiner(self) -> str:
+        """The specialist that combines a multi-routed task's parts."""
+        return self.combine_specialist or self.fallback
 
     @property
     def names(self) -> list[str]:
@@ -93,6 +113,14 @@ class Catalog(BaseModel):
 
     def get(self, name: str) -> SpecialistSpec | None:
         return next((s for s in self.specialists if s.name == name), None)
+
+    def model(self, name: str) -> ModelSpec | None:
+        """The ``models`` entry called ``name`` (None: a model the catalog does not describe)."""
+        return next((m for m in self.models if m.name == name), None)
+
+    @property
+    def model_table(self) -> dict[str, ModelSpec]:
+        return {m.name: m for m in self.models}
 
 
 def parse_catalog(text: str, source: str = "<catalog>") -> Catalog:

@@ -11,11 +11,20 @@ import httpx2  # the openai SDK's own HTTP client: its ``http_client`` must be o
 import openai
 
 from taskyard_common.errors import PermanentError, TransientError
+from taskyard_common.model_specs import ModelSpec
 from taskyard_common.settings import LlmSettings
 
 # Connections per client of a ``ClientPool``: a few dozen per client rather than one large pool per
 # process, which kept the cost per call flat at hundreds of calls in flight (docs/benchmarks.md).
 CONNECTIONS_PER_CLIENT = 32
+
+
+def settings_for(settings: LlmSettings, spec: ModelSpec | None) -> LlmSettings:
+    """The endpoint settings of a model: its catalog entry's ``base_url`` if it has one, else the configured
+    endpoint (the API key and timeouts stay the configured ones)."""
+    if spec is None or spec.endpoint is None:
+        return settings
+    return settings.model_copy(update={"base_url": spec.endpoint})
 
 
 def make_client(

@@ -23,6 +23,7 @@ class TaskErrorType(StrEnum):
     AGENT_ERROR = "agent_error"  # the agent loop failed for good
     MAX_STEPS_EXCEEDED = "max_steps_exceeded"  # no final answer within the specialist's max_steps
     LLM_ERROR = "llm_error"  # the LLM refused the request (a 4xx other than 429)
+    BUDGET_EXCEEDED = "budget_exceeded"  # the task's cost reached its tenant's max_cost_per_task
     PERMANENT_ERROR = "permanent_error"  # any other permanent error
 
 

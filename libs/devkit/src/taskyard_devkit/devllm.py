@@ -50,6 +50,21 @@ class DevLlm:
             response = await client.post(f"{self.root}/_control/scripts/{model}", json=body)
             response.raise_for_status()
 
+    async def limit(self, model: str, rpm: int) -> None:
+        """Answer ``model``'s requests above ``rpm`` per minute with 429 (like a provider)."""
+        async with httpx.AsyncClient() as client:
+            response = await client.put(f"{self.root}/_control/limits/{model}", json={"rpm": rpm})
+            response.raise_for_status()
+
+    async def stats(self, model: str) -> dict[str, Any]:
+        """``{answered, rate_limited, first_at, last_at}``: the model's requests answered and refused (429),
+        and when the first and last answered one came (seconds of the server's monotonic clock)."""
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{self.root}/_control/stats/{model}")
+            response.raise_for_status()
+            stats: dict[str, Any] = response.json()
+            return stats
+
     async def requests(self, model: str) -> list[dict[str, Any]]:
         async with httpx.AsyncClient() as client:
             response = await client.get(f"{self.root}/_control/requests/{model}")
@@ -57,15 +72,36 @@ class DevLlm:
             requests: list[dict[str, Any]] = response.json()["requests"]
             return requests
 
+    async def conversations(self, model: str) -> tuple[dict[str, int], dict[str, int]]:
+        """(calls, final answers) per conversation of ``model``, named by the start of its first user
+        message: every call is counted, not only the last 1,000 ``requests`` keeps."""
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{self.root}/_control/conversations/{model}")
+            response.raise_for_status()
+            body = response.json()
+            return body["calls"], body["answers"]
 
-def start_devllm(log_dir: Path, *, latency_seconds: float | None = None) -> tuple[Service, DevLlm]:
+    async def callers(self, model: str) -> dict[str, str]:
+        """The client address ("host:port") of each conversation's latest call: which process asked."""
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{self.root}/_control/conversations/{model}")
+            response.raise_for_status()
+            callers: dict[str, str] = response.json()["callers"]
+            return callers
+
+
+def start_devllm(
+    log_dir: Path, *, latency_seconds: float | None = None, rpm: int | None = None
+) -> tuple[Service, DevLlm]:
     """Start the server on a free port; the caller waits for ``DevLlm.health_url`` (with ``wait_http_ok``
     or its sync twin, whichever it can) and stops the ``Service``.
 
     ``latency_seconds`` delays every reply (the benchmark's stand-in for a model's time); None leaves the
-    server's default."""
+    server's default; ``rpm`` answers each model's requests above that rate with 429."""
     port = free_port()
     argv = ["taskyard-devllm", "--port", str(port)]
     if latency_seconds is not None:
         argv += ["--latency-seconds", str(latency_seconds)]
+    if rpm is not None:
+        argv += ["--rpm", str(rpm)]
     return Service("devllm", argv, {}, log_dir), DevLlm(f"http://127.0.0.1:{port}/v1")

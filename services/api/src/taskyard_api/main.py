@@ -23,17 +23,22 @@ from taskyard_api.http.problems import problem_responses
 from taskyard_api.http.request_id import RequestIdLogFilter, RequestIdMiddleware
 from taskyard_api.lifespan import make_lifespan, stop_watching
 from taskyard_api.routes import (
+    budgets,
     dead_letters,
     events,
     health,
+    limits,
     schedules,
     specialists,
+    task_deletion,
     task_groups,
     tasks,
     tenants,
+    usage,
     webhooks,
 )
 from taskyard_api.settings import ServiceSettings, get_settings
+from taskyard_api.tenancy.body_auth import AuthBeforeBodyMiddleware
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
 SERVICE = "taskyard-api"
@@ -82,6 +87,10 @@ TAGS = [
         "name": "tenants",
         "description": "A tenant's limits: how many of its tasks may run at once (admin only)",
     },
+    {
+        "name": "usage",
+        "description": "LLM spend: tasks, tokens and cost (USD) per specialist, model or day; tenant budgets",
+    },
     {"name": "specialists", "description": "What a task may be routed to"},
     {"name": "health", "description": "Probes and metrics"},
 ]
@@ -116,12 +125,16 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         exception_handlers=exception_handlers(settings.retry_after_seconds),
     )
     app.include_router(tasks.router)
+    app.include_router(task_deletion.router)
     app.include_router(task_groups.router)
     app.include_router(webhooks.router)
     app.include_router(events.router)
     app.include_router(schedules.router)
     app.include_router(dead_letters.router)
     app.include_router(tenants.router)
+    app.include_router(usage.router)
+    app.include_router(budgets.router)
+    app.include_router(limits.router)
     app.include_router(specialists.router)
     app.include_router(health.router)
     # The web console (static, outside the OpenAPI document): it calls the /v1 routes like any client.
@@ -129,6 +142,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     # Added innermost first: metrics see every answer, including 413s and last-resort 500s, and the request
     # id (outermost) is set before anything logs and stamped on every answer.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes)
+    # Outside the body limit and the routes: a request without a valid key is refused before its body is read.
+    app.add_middleware(AuthBeforeBodyMiddleware)
     app.add_middleware(InternalErrorMiddleware)
     app.add_middleware(HttpMetricsMiddleware)
     app.add_middleware(RequestIdMiddleware)

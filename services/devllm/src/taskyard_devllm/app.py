@@ -16,8 +16,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from taskyard_devllm import streaming
+from taskyard_devllm.limits import Counts, Limit, Limits
 from taskyard_devllm.replies import MARK, count_tokens, reply
-from taskyard_devllm.scripts import Script, Scripts, Step
+from taskyard_devllm.scripts import Script, Scripts, Step, conversation_key
 
 log = logging.getLogger("taskyard_devllm")
 
@@ -84,9 +85,10 @@ def _streamed(completion: dict[str, Any], body: dict[str, Any], step: Step | Non
     return StreamingResponse(stream, media_type="text/event-stream", headers=step.headers if step else None)
 
 
-def create_app(latency_seconds: float = 0.0) -> FastAPI:
+def create_app(latency_seconds: float = 0.0, rpm: int | None = None) -> FastAPI:
     app = FastAPI(title="taskyard development model server (not a real LLM)")
     scripts = Scripts()
+    limits = Limits(rpm)
     counter = itertools.count(1)
 
     @app.get("/healthz")
@@ -109,7 +111,14 @@ def create_app(latency_seconds: float = 0.0) -> FastAPI:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "'messages' is required")
         model = str(body.get("model") or DEFAULT_MODEL)
+        refused = limits.check(model)
+        if refused is not None:
+            return _error(429, "rate limit reached for requests", refused)
         scripts.requests[model].append(body)
+        conversation = conversation_key(body["messages"])
+        scripts.calls[model][conversation] += 1
+        if request.client is not None:
+            scripts.callers[model][conversation] = f"{request.client.host}:{request.client.port}"
         number = next(counter)
         step: Step | None = scripts.next_step(model, body["messages"])
         delay = latency_seconds + (step.delay_seconds if step else 0.0)
@@ -125,10 +134,13 @@ def create_app(latency_seconds: float = 0.0) -> FastAPI:
         else:
             message = reply(body)
         log.info("reply %d for model %s %s", number, model, MARK)
+        if not message.get("tool_calls"):
+            scripts.answers[model][conversation] += 1
         completion = _completion(model, number, message, count_tokens(body["messages"]))
         if body.get("stream"):
             return _streamed(completion, body, step)
-        return JSONResponse(completion, headers=step.headers if step else None)
+        headers = limits.headers(model) | (step.headers if step and step.headers else {})
+        return JSONResponse(completion, headers=headers or None)
 
     @app.post("/_control/scripts/{model}", status_code=204)
     async def add_script(model: str, script: Script) -> None:
@@ -138,9 +150,31 @@ def create_app(latency_seconds: float = 0.0) -> FastAPI:
     async def clear_script(model: str) -> None:
         scripts.clear(model)
 
+    @app.put("/_control/limits/{model}", status_code=204)
+    async def set_limit(model: str, limit: Limit) -> None:
+        limits.set(model, limit.rpm)
+
+    @app.get("/_control/stats/{model}")
+    async def stats(model: str) -> dict[str, Any]:
+        """Answered and refused (429) requests, and when the first and last answered one came (seconds,
+        the server's monotonic clock)."""
+        counts = limits.counts.get(model)
+        return {"model": model, **(counts.as_dict() if counts else Counts().as_dict())}
+
     @app.get("/_control/requests/{model}")
     async def recorded(model: str) -> dict[str, Any]:
         return {"model": model, "requests": list(scripts.requests.get(model, []))}
+
+    @app.get("/_control/conversations/{model}")
+    async def conversations(model: str) -> dict[str, Any]:
+        """Calls and final answers per conversation (named by its first user message's first 200 chars),
+        and the client address of its latest call."""
+        return {
+            "model": model,
+            "calls": dict(scripts.calls.get(model, {})),
+            "answers": dict(scripts.answers.get(model, {})),
+            "callers": dict(scripts.callers.get(model, {})),
+        }
 
     return app
 
@@ -154,6 +188,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8100)
     parser.add_argument("--latency-seconds", type=float, default=0.0, help="added to every reply")
+    parser.add_argument(
+        "--rpm",
+        type=int,
+        default=None,
+        help="requests per minute per model; above it: 429 (default: no limit)",
+    )
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s devllm: %(message)s")
@@ -163,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         lambda record: not (record.exc_info and isinstance(record.exc_info[1], streaming.ScriptedDisconnect))
     )
     uvicorn.run(
-        create_app(args.latency_seconds),
+        create_app(args.latency_seconds, args.rpm),
         host=args.host,
         port=args.port,
         log_level="warning",

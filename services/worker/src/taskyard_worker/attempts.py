@@ -29,6 +29,7 @@ from taskyard_common.store import Step, TaskRecord
 from taskyard_worker.checkpoints import LeaseLost, RunCheckpoint
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight
+from taskyard_worker.llm_calls import CostCap
 from taskyard_worker.outcomes import OutcomeRecorder
 from taskyard_worker.runtime import AgentResult, HandBackAfterStep, RunTrace
 from taskyard_worker.tokens import TokenStream
@@ -73,7 +74,8 @@ class AttemptRunner:
         """Run the started task of ``flight`` (this worker holds its lease) and record the outcome."""
         message = flight.message
         log.info("task %s: started (attempt %d)", message.task_id, record.attempts)
-        TASK_QUEUE_WAIT.labels(self._ctx.specialist).observe(queue_wait_seconds(record, message))
+        wait = queue_wait_seconds(record, message)
+        TASK_QUEUE_WAIT.labels(self._ctx.specialist, message.priority.value).observe(wait)
         with TASKS_IN_FLIGHT.labels(self._ctx.specialist).track_inprogress():
             await self._run(flight, record)
 
@@ -166,10 +168,18 @@ class AttemptRunner:
                 tokens=tokens,
                 instructions=record.instructions,
                 delegation=await self._delegation_limits(record),
+                cost_cap=await self._cost_cap(record),
             )
         finally:
             if tokens is not None:
                 tokens.close()
+
+    async def _cost_cap(self, record: TaskRecord) -> CostCap | None:
+        """The tenant's ``max_cost_per_task`` and what the task cost before this attempt (None: no limit)."""
+        budget = await self._ctx.budgets.get(record.tenant)
+        if budget.max_cost_per_task is None:
+            return None
+        return CostCap(limit=budget.max_cost_per_task, spent=record.cost)
 
     async def _delegation_limits(self, record: TaskRecord) -> DelegationLimits | None:
         """What the task may still delegate (None: its specialist does not delegate)."""

@@ -136,22 +136,31 @@ class WorkHandler:
         self._ctx.count("quarantined")
 
     async def _deliver(self, flight: Flight) -> None:
-        # A slot first: once a long task's message is acked early, the broker may deliver more than the
-        # worker runs at once; they wait here, unacked, until a run ends.
-        async with self._ctx.slots:
+        # A slot first: each priority level's queue delivers up to its own prefetch, and a long task's
+        # message is acked early, so more deliveries arrive than the worker runs at once. They wait here,
+        # unacked, and the slots go by weighted selection between their levels. One still waiting when a
+        # run would be settled early is sent back to its queue instead (same attempt, uncharged), so the
+        # broker's consumer timeout never closes the channel under a waiting delivery.
+        slots, message = self._ctx.slots, flight.message
+        if not await slots.acquire(message.priority, timeout=self._ctx.settings.settle_after_seconds):
+            await self._defer(message, 0, "no slot came free in time", "no_slot")
+            return
+        try:
             # The fair share applies to the main queue; a quarantined delivery only holds its slot.
-            tenant = flight.message.tenant if flight.source is Source.MAIN else None
+            tenant = message.tenant if flight.source is Source.MAIN else None
             await self._fair.refresh()
             admitted = self._fair.admit(tenant)
             try:
                 action = await self._start(flight, within_share=admitted)
             except StoreUnavailable:
-                action = defer_while_store_unavailable(flight.message.attempt, self._ctx.spec)
+                action = defer_while_store_unavailable(message.attempt, self._ctx.spec)
             try:
                 await self._carry_out(flight, action)
             finally:
                 if admitted:
                     self._fair.release(tenant)
+        finally:
+            slots.release()
 
     async def _start(self, flight: Flight, *, within_share: bool) -> StartAction:
         """Ask the store to start the task, and again while the decision is to wait for a lease; past its
@@ -217,7 +226,7 @@ class WorkHandler:
             tier = await publish_delayed(
                 self._ctx.publisher,
                 self._ctx.topology,
-                work_target(self._ctx.specialist),
+                work_target(self._ctx.specialist, self._ctx.publisher.level(message.priority)),
                 message,
                 delay_seconds,
             )

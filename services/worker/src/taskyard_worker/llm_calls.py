@@ -9,9 +9,11 @@ deferred uncharged through the delay queues (the provider asked for a wait, mayb
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import logging
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -19,17 +21,15 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
-from taskyard_common import metrics
-from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import PermanentError, TransientError
-from taskyard_common.llm import ClientPool, classify
+from taskyard_common.llm import classify
 from taskyard_common.messages import Usage
-from taskyard_common.retry import backoff_seconds
+from taskyard_common.model_specs import ModelSpec, price
 from taskyard_common.task_errors import TaskErrorType
-from taskyard_worker.streaming import StreamBroken, stream_completion
-from taskyard_worker.tokens import TokenStream
+from taskyard_worker.redaction import redact
 
-_COMPLETIONS_PATH = "/chat/completions"
+log = logging.getLogger(__name__)
+
 # Backoff between the tries of one step: 0.5 s, 1 s, 2 s, ... never more than this (the chart's grace
 # period allows this much per retry).
 STEP_BACKOFF_BASE_SECONDS = 0.5
@@ -46,6 +46,29 @@ class MaxStepsExceeded(AgentError):
     kind = TaskErrorType.MAX_STEPS_EXCEEDED
 
 
+class BudgetExceeded(AgentError):
+    """The task's cost reached its tenant's ``max_cost_per_task``: no further LLM call is made."""
+
+    kind = TaskErrorType.BUDGET_EXCEEDED
+
+
+@dataclass(frozen=True)
+class CostCap:
+    """What a task may cost (``limit``, USD) and what it had cost when this attempt started (``spent``:
+    routing, earlier attempts and the recorded steps)."""
+
+    limit: float
+    spent: float
+
+    def check(self, attempt_cost: float) -> None:
+        """Raise ``BudgetExceeded`` when the task has used its limit up: any further call would pass it."""
+        total = self.spent + attempt_cost
+        if total >= self.limit:
+            raise BudgetExceeded(
+                f"the task cost {total:.6f} USD, its tenant's max_cost_per_task is {self.limit:.6f} USD"
+            )
+
+
 class AttemptTimeout(TransientError):
     """The attempt ran past its time limit. Transient: the LLM may be faster next time, and the retry
     policy (``max_attempts``) bounds how often a task that is simply too long is tried."""
@@ -57,6 +80,11 @@ class LlmRateLimited(TransientError):
     def __init__(self, message: str, retry_after: float | None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class FleetRateLimited(LlmRateLimited):
+    """The model's fleet-wide ``rpm``/``tpm`` (``llm_limits``) needs a longer wait than one in place: the
+    task is deferred, uncharged, for about that long; nothing was sent."""
 
 
 class LlmRejected(AgentError):
@@ -95,12 +123,33 @@ def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None)
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-def _provider_detail(exc: openai.OpenAIError) -> str:
-    """The provider's own explanation of a refusal (e.g. "context length exceeded"), short: the task's
-    error is shown to whoever submitted it, and this is what tells them what to change."""
+# What a refusal means, by status, in words of ours: the task's error is shown to whoever submitted it, and
+# the provider's own text can hold what they must not see (an OpenAI 401 names the worker's masked key).
+_REFUSALS = {
+    400: "the provider refused the request as invalid (for instance, longer than the model's context)",
+    401: "the provider refused the worker's credentials: an operator must fix the LLM settings",
+    403: "the provider refused the worker's credentials: an operator must fix the LLM settings",
+    404: "the model was not found at the provider",
+    413: "the request was too large for the provider",
+    422: "the provider could not process the request",
+}
+# A provider's machine-readable error code ("context_length_exceeded") is kept when it looks like one.
+_SAFE_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def _refusal(exc: openai.OpenAIError, mapped: Exception) -> str:
+    """The tenant-visible text of a 4xx: a stable message per status (and a safe error code), never the
+    provider's words; those go to the log, redacted."""
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
     body = getattr(exc, "body", None)
+    code = body.get("code") if isinstance(body, dict) else None
     message = body.get("message") if isinstance(body, dict) else None
-    return f": {str(message)[:300]}" if message else ""
+    if message:
+        log.warning("the LLM refused a call (HTTP %s): %s", status, redact(str(message))[:300])
+    text = f"{mapped}: {_REFUSALS[status]}" if status in _REFUSALS else str(mapped)
+    if isinstance(code, str) and _SAFE_CODE.fullmatch(code):
+        text += f" (code {code})"
+    return text
 
 
 def _unavailable_reason(exc: openai.OpenAIError) -> str | None:
@@ -118,7 +167,7 @@ def map_error(exc: openai.OpenAIError) -> Exception:
     """An ``openai`` error as the agent's taxonomy."""
     mapped = classify(exc)
     if isinstance(mapped, PermanentError):
-        return LlmRejected(f"{mapped}{_provider_detail(exc)}")
+        return LlmRejected(_refusal(exc, mapped))
     if isinstance(exc, openai.RateLimitError):
         return LlmRateLimited(str(mapped), retry_after_seconds(exc.response.headers))
     reason = _unavailable_reason(exc)
@@ -131,67 +180,19 @@ def map_error(exc: openai.OpenAIError) -> Exception:
     return mapped
 
 
-class LlmCaller:
-    """The chat completions of one specialist, on the process's pooled clients."""
-
-    def __init__(self, spec: SpecialistSpec, clients: ClientPool, model: str) -> None:
-        self._spec = spec
-        self._clients = clients
-        self.model = model
-
-    async def complete(self, body: dict[str, Any], tokens: TokenStream | None = None) -> ChatCompletion:
-        """One completion, tried up to ``llm_retries`` more times on an ``LlmUnavailable``; streamed when
-        the specialist says ``stream``, its text to ``tokens`` (all of it sent before this returns)."""
-        if tokens is None or not self._spec.stream:
-            return await self._tries(body, None)
-        try:
-            response = await self._tries(body, tokens)
-        except Exception:
-            tokens.restart()  # the step's text so far is void: the next attempt tries the step again
-            await tokens.finish()
-            raise
-        await tokens.finish()
-        return response
-
-    async def _tries(self, body: dict[str, Any], tokens: TokenStream | None) -> ChatCompletion:
-        retried = 0
-        while True:
-            try:
-                return await self._once(body, tokens)
-            except LlmUnavailable as exc:
-                if retried >= self._spec.llm_retries:
-                    raise
-                retried += 1
-                metrics.LLM_STEP_RETRIES.labels(self._spec.name, exc.reason).inc()
-                if tokens is not None:
-                    tokens.restart()  # a client may have seen some of the failed try's text
-                await asyncio.sleep(
-                    backoff_seconds(retried, STEP_BACKOFF_BASE_SECONDS, STEP_BACKOFF_MAX_SECONDS)
-                )
-
-    async def _once(self, body: dict[str, Any], tokens: TokenStream | None) -> ChatCompletion:
-        try:
-            with metrics.track_llm_request(self.model), self._clients.client() as client:
-                if self._spec.stream:
-                    return await stream_completion(client, _COMPLETIONS_PATH, body, tokens)
-                # The SDK's generic ``post`` (its documented way to call any endpoint) rather than
-                # ``chat.completions.create``: the body is already in wire form (plain dicts, our own tool
-                # schemas), and ``create`` would walk every parameter against its type hints to transform
-                # it. Errors, auth and parsing stay the SDK's.
-                return await client.post(_COMPLETIONS_PATH, body=body, cast_to=ChatCompletion)
-        except StreamBroken as exc:
-            raise LlmUnavailable(str(exc), exc.reason) from exc
-        except openai.OpenAIError as exc:
-            raise map_error(exc) from exc
-
-
-def usage_of(response: ChatCompletion) -> Usage:
+def usage_of(response: ChatCompletion, model: str, spec: ModelSpec | None = None) -> Usage:
+    """The call's tokens, priced from ``spec`` (the catalog entry of ``model``, the model that answered)."""
     if response.usage is None:
-        return Usage()
+        return Usage(model=model)
+    # Servers that report usage partly leave fields out (None, despite the types).
+    prompt = response.usage.prompt_tokens or 0
+    completion = response.usage.completion_tokens or 0
     return Usage(
-        prompt_tokens=response.usage.prompt_tokens,
-        completion_tokens=response.usage.completion_tokens,
-        total_tokens=response.usage.total_tokens,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=response.usage.total_tokens or prompt + completion,
+        cost=price(spec, prompt, completion),
+        model=model,
     )
 
 

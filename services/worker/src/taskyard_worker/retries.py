@@ -17,7 +17,7 @@ import openai
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.retry import backoff_seconds
-from taskyard_worker.llm_calls import AttemptTimeout, LlmRateLimited
+from taskyard_worker.llm_calls import AttemptTimeout, FleetRateLimited, LlmRateLimited
 
 # A 429 (or a store that cannot record the outcome) is not the task's fault, so it is not charged as an
 # attempt; but a task must not circle for ever: after this many free deferrals it is charged like any error.
@@ -26,13 +26,17 @@ MAX_FREE_DEFERRALS = 20
 
 @dataclass(frozen=True)
 class RetryPlan:
-    reason: str  # transient | rate_limited | timeout | store_unavailable: taskyard_task_retries_total's label
+    # transient | rate_limited (a 429) | llm_rate_limited (the fleet-wide limit) | timeout | store_unavailable:
+    # taskyard_task_retries_total's label
+    reason: str
     charged: bool  # does the next message carry attempt + 1?
     next_attempt: int
     delay_seconds: float  # the wait asked for; the delay tier rounds it up
 
 
 def retry_reason(exc: BaseException) -> str:
+    if isinstance(exc, FleetRateLimited):
+        return "llm_rate_limited"
     if isinstance(exc, LlmRateLimited):
         return "rate_limited"
     if isinstance(exc, StoreUnavailable):

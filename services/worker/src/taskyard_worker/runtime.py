@@ -16,19 +16,23 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import openai
 
+from taskyard_common import metrics
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import TransientError
 from taskyard_common.llm import ClientPool
+from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.messages import TaskInput, Usage
+from taskyard_common.model_specs import ModelSpec, fallback_chain
 from taskyard_common.store import Step
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
-from taskyard_worker.llm_calls import AttemptTimeout, LlmCaller, MaxStepsExceeded, reply_of, usage_of
+from taskyard_worker.llm_caller import LlmCaller, ModelRoute
+from taskyard_worker.llm_calls import AttemptTimeout, CostCap, MaxStepsExceeded, reply_of, usage_of
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
 from taskyard_worker.tools.delegate import (
@@ -99,14 +103,27 @@ class Agent:
         tools: ToolRegistry,
         *,
         max_tool_output_chars: int,
+        max_tool_calls_per_reply: int = 8,
+        models: Mapping[str, ModelSpec] | None = None,
+        limits: LlmLimits | None = None,
+        endpoints: Mapping[str, ClientPool] | None = None,
     ) -> None:
+        """``models``: the catalog's entries (prices, limits, fallbacks); ``endpoints``: the clients of the
+        fallback models served elsewhere than ``client`` (by model name)."""
         self.spec = spec
         self.model = spec.model or default_model
         clients = client if isinstance(client, ClientPool) else ClientPool([client])
-        self._llm = LlmCaller(spec, clients, self.model)
+        table = models or {}
+        # The model, then its fallbacks: each with its endpoint's clients and its entry (for its prices).
+        routes = [
+            ModelRoute(name, (endpoints or {}).get(name, clients), table.get(name))
+            for name in fallback_chain(table, self.model)
+        ]
+        self._llm = LlmCaller(spec, routes, limits)
         self._tools = tools
         self._tool_schemas = tools.openai_tools()
         self._max_tool_output_chars = max_tool_output_chars
+        self._max_calls = max_tool_calls_per_reply
         delegate = tools.get(DELEGATE)
         self._delegate = delegate if isinstance(delegate, DelegateTool) else None
 
@@ -129,12 +146,14 @@ class Agent:
         tokens: TokenStream | None = None,
         instructions: str | None = None,
         delegation: DelegationLimits | None = None,
+        cost_cap: CostCap | None = None,
     ) -> AgentResult:
         """Run one attempt, continuing after the recorded ``steps`` (a streaming specialist's text to
         ``tokens``). Raises ``AgentError`` (fail the task),
         ``HandBackAfterStep`` (stopped between steps), ``Delegating`` (parked until the tasks it delegates to
         are done) or ``TransientError`` (try again later; ``AttemptTimeout`` when the attempt ran out of
-        time). ``instructions``: the task's own, after the specialist's."""
+        time; ``BudgetExceeded``, an ``AgentError``, when ``cost_cap`` is reached before a call).
+        ``instructions``: the task's own, after the specialist's."""
         trace = trace if trace is not None else RunTrace()
         limit = self.attempt_timeout(timeout_seconds)
         system = self.spec.instructions + (f"\n\n{instructions}" if instructions else "")
@@ -148,7 +167,9 @@ class Agent:
             return AgentResult(state.final_answer, trace.steps, list(trace.tool_calls), trace.usage)
         try:
             async with asyncio.timeout(limit) as deadline:
-                return await self._loop(state, trace, checkpoint, stop_after_step, tokens, delegation)
+                return await self._loop(
+                    state, trace, checkpoint, stop_after_step, tokens, delegation, cost_cap
+                )
         except TimeoutError:
             if deadline.expired():
                 raise AttemptTimeout(f"the attempt did not finish within {limit:g} s") from None
@@ -162,6 +183,7 @@ class Agent:
         stop: asyncio.Event | None,
         tokens: TokenStream | None,
         delegation: DelegationLimits | None,
+        cost_cap: CostCap | None,
     ) -> AgentResult:
         messages = state.messages
         if state.pending_calls:
@@ -169,16 +191,21 @@ class Agent:
         while trace.steps < self.spec.max_steps:
             if stop is not None and stop.is_set():
                 raise HandBackAfterStep(trace.steps)
+            if cost_cap is not None:
+                cost_cap.check(trace.usage.cost)
             body: dict[str, Any] = {"model": self.model, "messages": messages}
             if self._tool_schemas:
                 body["tools"] = self._tool_schemas
             if tokens is not None:
                 tokens.begin(trace.steps + 1)
             called = time.perf_counter()
-            response = await self._llm.complete(body, tokens)
+            answer = await self._llm.complete(body, tokens)
+            response = answer.response
             latency_ms = round((time.perf_counter() - called) * 1000, 1)
             trace.steps += 1
-            used = usage_of(response)
+            # Priced by, and recorded with, the model that answered (a fallback's after a failover).
+            used = usage_of(response, answer.model, answer.spec)
+            metrics.LLM_COST.labels(answer.model, self.spec.name).inc(used.cost)
             trace.usage += used
             if not response.choices:
                 trace.unrecorded += used
@@ -206,9 +233,16 @@ class Agent:
         checkpoint: Checkpoint | None,
         delegation: DelegationLimits | None,
     ) -> None:
+        # The calls of one reply run at once, each holding its result (an http_fetch up to its byte cap):
+        # past the bound they are answered with an error instead of run, so one reply's memory is bounded.
+        calls, skipped = calls[: self._max_calls], calls[self._max_calls :]
         delegating, others = split_delegations(calls)
         requests, refused = plan_delegations(self._delegate, delegating, delegation)
-        calls = [*others, *(c for c in delegating if str(c.get("id", "")) in refused)]
+        too_many = (
+            f"error: at most {self._max_calls} tool calls run per reply; this one was not run, call it again"
+        )
+        refused.update((str(c.get("id", "")), too_many) for c in skipped)
+        calls = [*others, *(c for c in delegating if str(c.get("id", "")) in refused), *skipped]
 
         # The calls of one reply are independent by contract: run them (and record them) concurrently.
         async def one(call: dict[str, Any]) -> tuple[bool, dict[str, Any]]:

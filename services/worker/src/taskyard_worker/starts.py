@@ -100,6 +100,14 @@ def decide_start(
         )
     if outcome is StartOutcome.CANCELLED:
         return Finish("cancelled", TaskStatus.CANCELLED, "cancelled before it started")
+    if outcome is StartOutcome.NOT_DUE:
+        # The next attempt's own message, early (the clocks of the worker that scheduled the retry and of
+        # the database differ): it starts once the backoff is over. Not charged.
+        return Defer(result.retry_due_in_seconds, "its retry's backoff is not over yet", "not_due")
+    if outcome is StartOutcome.STALE:
+        # A copy of an earlier attempt's message (its ack was lost after the retry was scheduled): the
+        # retry's own message starts the next attempt, so running this one would fork a second chain.
+        return Finish("stale", None, "a stale message of an earlier attempt; acknowledging without running")
     if outcome is StartOutcome.WAITING:
         # A stray copy of a parent's message: the parent is announced again when its children are done.
         return Finish("waiting", None, "it waits for its delegated tasks; acknowledging without running")

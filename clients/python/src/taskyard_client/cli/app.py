@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from taskyard_client.async_client import AsyncClient
-from taskyard_client.cli import catalog, dead_letters, tasks
+from taskyard_client.cli import catalog, dead_letters, tasks, usage
 from taskyard_client.client import Client
 from taskyard_client.retry import RetryPolicy
 
@@ -70,6 +70,7 @@ def options(
 tasks.register(app)
 app.add_typer(dead_letters.app, name="dead-letters")
 catalog.register(app)
+usage.register(app)
 
 
 def main() -> None:

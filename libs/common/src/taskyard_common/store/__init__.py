@@ -14,6 +14,7 @@ from taskyard_common.store.records import (
     Step,
     TaskRecord,
     WaitingAges,
+    WorkflowCounts,
 )
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "TaskRecord",
     "TaskStore",
     "WaitingAges",
+    "WorkflowCounts",
 ]

@@ -139,13 +139,18 @@ def insert_arrays(tasks: Sequence[NewTask]) -> tuple[list[Any], ...]:
 def add_usage(param: str) -> str:
     """``usage = <this>``: the task's token usage plus the ``Usage`` JSON in ``param``. Outcomes add what the
     attempt used beyond its checkpointed steps (those add their own usage when recorded), so every LLM call
-    counts once however often the task is interrupted."""
+    counts once however often the task is interrupted. The cost (USD) adds up the same way; the model is
+    the one named last."""
     fields = ("prompt_tokens", "completion_tokens", "total_tokens")
-    parts = ", ".join(
+    parts = [
         f"'{f}', COALESCE((usage->>'{f}')::bigint, 0) + COALESCE(({param}::jsonb->>'{f}')::bigint, 0)"
         for f in fields
+    ]
+    parts.append(
+        f"'cost', COALESCE((usage->>'cost')::float8, 0) + COALESCE(({param}::jsonb->>'cost')::float8, 0)"
     )
-    return f"jsonb_build_object({parts})"
+    parts.append(f"'model', COALESCE({param}::jsonb->>'model', usage->>'model')")
+    return f"jsonb_build_object({', '.join(parts)})"
 
 
 # Dropping a lease: shared by every transition out of running.

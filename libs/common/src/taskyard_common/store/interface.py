@@ -28,6 +28,7 @@ from taskyard_common.store.records import (
     Step,
     TaskRecord,
     WaitingAges,
+    WorkflowCounts,
 )
 from taskyard_common.store.tenant_limits import TenantWaiting
 from taskyard_common.task_errors import TaskError
@@ -96,8 +97,10 @@ class TaskStore(Protocol):
         after: Cursor | None,
         tenant: str | None = None,
         priority: Priority | None = None,
+        omit: frozenset[str] = frozenset(),
     ) -> builtins.list[TaskRecord]:
-        """Newest first; ``tenant`` None means every tenant (internal callers only, never the API)."""
+        """Newest first; ``tenant`` None means every tenant (internal callers only, never the API).
+        ``omit``: large columns (``reads.OMITTABLE``) left unread; the records hold placeholders there."""
         ...
 
     async def unpublished(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
@@ -115,6 +118,10 @@ class TaskStore(Protocol):
 
     async def expired_leases(self, limit: int) -> builtins.list[TaskRecord]:
         """Running tasks whose message was settled early and whose lease has run out (the reaper's)."""
+        ...
+
+    async def workflow_counts(self) -> WorkflowCounts:
+        """Groups and chains in progress, and the waiting parents by what they wait for."""
         ...
 
     async def oldest_waiting(self) -> WaitingAges:
@@ -137,10 +144,12 @@ class TaskStore(Protocol):
         self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int, capped: bool = False
     ) -> StartResult:
         """Take the task's lease: queued/retrying (or running with an expired lease, or already ours) →
-        running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first, then its
-        tenant's ``max_running``: at the cap, ``DEFERRED`` (reason ``tenant_max_running``, noted in its
-        attempt history, nothing charged). ``capped``: the caller knows the tenant has a cap (saves the
-        one-statement attempt, which skips such tasks); the answer is the same either way."""
+        running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first. A retrying
+        task starts only from the message of its next attempt (``STALE`` for an earlier one) once its
+        ``next_attempt_at`` has passed (``NOT_DUE`` before). Then its tenant's ``max_running``: at the cap,
+        ``DEFERRED`` (reason ``tenant_max_running``, noted in its attempt history, nothing charged).
+        ``capped``: the caller knows the tenant has a cap (saves the one-statement attempt, which skips such
+        tasks); the answer is the same either way."""
         ...
 
     async def defer_start(self, task_id: UUID, reason: DeferralReason, attempt: int) -> StartResult | None:
@@ -181,6 +190,11 @@ class TaskStore(Protocol):
 
     async def fail(self, task_id: UUID, error: TaskError, usage: Usage, owner: str | None = None) -> bool:
         """→ failed: from running leased by ``owner``, or from any non-terminal status when no owner."""
+        ...
+
+    async def fail_unstarted(self, task_id: UUID, error: TaskError) -> bool:
+        """scheduled, pending or queued → failed, checked in the same statement: never a task a worker has
+        started (or that finished) meanwhile. The broker agent's failures."""
         ...
 
     async def expire(self, task_id: UUID, message: str) -> bool:
@@ -336,6 +350,19 @@ class TaskStore(Protocol):
     ) -> builtins.list[dict[str, Any]]: ...
 
     async def cancel_group(self, group_id: UUID) -> builtins.list[UUID]: ...
+
+    async def route_parts(
+        self,
+        task_id: UUID,
+        decision: RoutingDecision,
+        group_id: UUID,
+        parts: Sequence[NewTask],
+        deadline: datetime | None = None,
+    ) -> builtins.list[TaskRecord] | None:
+        """A multi-routed task: pending → waiting with ``decision``, as the reduce (combine) step of group
+        ``group_id``, created with its children ``parts`` in one transaction. None when it did not apply (as
+        ``route``); else the children (announce them)."""
+        ...
 
     async def settle_group(self, group_id: UUID) -> str | None:
         """Create the group's reduce task once its children are done (once), or finish the group."""

@@ -79,3 +79,21 @@ class RateLimitStore(PoolStore):
         # One token, or the tenant's first request (the one-token statement creates its bucket).
         taken = await self.take(tenant, per_second=per_second, burst=burst)
         return TokensGranted(1 if taken.allowed else 0, taken.tokens)
+
+    async def shrink(self, key: str, at_most: float) -> None:
+        """Never more than ``at_most`` tokens in the bucket (a provider said how much it has left)."""
+        await self._fetchrow(
+            "UPDATE rate_limits SET tokens = $2::float8, updated_at = clock_timestamp()"
+            " WHERE tenant = $1 AND tokens > $2::float8",
+            key,
+            float(at_most),
+        )
+
+    async def buckets(self, prefix: str) -> dict[str, tuple[float, float]]:
+        """``{key: (tokens, seconds since it last changed)}`` of the buckets whose key starts with ``prefix``."""
+        rows = await self._fetch(
+            "SELECT tenant, tokens, extract(epoch FROM clock_timestamp() - updated_at)::float8 AS age"
+            " FROM rate_limits WHERE starts_with(tenant, $1)",
+            prefix,
+        )
+        return {r["tenant"]: (float(r["tokens"]), float(r["age"])) for r in rows}

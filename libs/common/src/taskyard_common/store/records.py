@@ -98,6 +98,12 @@ class TaskRecord(BaseModel):
     priority: Priority = Priority.NORMAL
     not_before: datetime | None = None
 
+    @property
+    def cost(self) -> float:
+        """USD its LLM calls cost so far: its routing call's and its agent's (``/v1/usage`` makes the same
+        sum in SQL)."""
+        return (self.routing.cost if self.routing is not None else 0.0) + self.usage.cost
+
 
 class StartOutcome(StrEnum):
     STARTED = "started"  # the caller now holds the lease and runs the task
@@ -107,6 +113,10 @@ class StartOutcome(StrEnum):
     CANCELLED = "cancelled"  # cancellation was requested before it started: now cancelled
     NOT_ROUTED = "not_routed"  # still pending: the routing commit is not visible yet
     WAITING = "waiting"  # it waits for the child tasks it delegated to: a stray duplicate, nothing to run
+    # Retrying: a copy of an earlier attempt's message (the retry sent its own): nothing to run.
+    STALE = "stale"
+    # Retrying: the message of its next attempt came before the backoff is over: start it later.
+    NOT_DUE = "not_due"
     # Not started now, and the refusal is in its attempt history: send it round again (uncharged).
     DEFERRED = "deferred"
     UNKNOWN = "unknown"
@@ -125,6 +135,8 @@ class StartResult:
     record: TaskRecord | None = None
     # For LEASED: seconds until the other worker's lease runs out.
     lease_remaining_seconds: float = 0.0
+    # For NOT_DUE: seconds until the retry's backoff is over.
+    retry_due_in_seconds: float = 0.0
     # For DEFERRED: why, and how many times in a row (this one included) it was deferred for that reason.
     reason: DeferralReason | None = None
     deferrals: int = 0
@@ -175,6 +187,19 @@ class WaitingAges:
     # Per specialist, the oldest task waiting to start in its work queue: queued since it was routed (or
     # handed back, reclaimed, replayed), or retrying and past its due time. Specialists without any: absent.
     queued_seconds: dict[str, float]
+
+
+@dataclass(frozen=True)
+class WorkflowCounts:
+    """Workflows in progress, by the database: what the workflow gauges show."""
+
+    # Task groups still running (multi-routed tasks' groups included).
+    groups: int
+    # Chains with a step not finished.
+    chains: int
+    # Tasks waiting for the tasks they delegated to, and multi-routed tasks waiting for their parts.
+    waiting_delegation: int
+    waiting_parts: int
 
 
 # A page position: the (created_at, id) of the last task seen, newest first.

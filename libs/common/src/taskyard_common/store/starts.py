@@ -2,9 +2,10 @@
 
 The usual case is one statement (``START``, or ``START_MANY`` for the deliveries a worker got together). Anything
 else (a duplicate, a lease held elsewhere, a cancel, an expired deadline, a dead worker's task taken over, a
-tenant with a ``max_running`` cap) takes the locked read of ``start``'s transaction, which says why it cannot
-start or which other transition applies instead (cancelled, expired); a capped tenant's task may be refused
-(deferred) on the way, see ``deferrals.py``.
+retrying task reached by a stale copy of an earlier attempt's message or before its backoff is over, a tenant
+with a ``max_running`` cap) takes the locked read of ``start``'s transaction, which says why it cannot start or
+which other transition applies instead (cancelled, expired); a capped tenant's task may be refused (deferred)
+on the way, see ``deferrals.py``.
 """
 
 from __future__ import annotations
@@ -32,25 +33,46 @@ _TAKE_LEASE = (
     " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
     " started_at = clock_timestamp(), updated_at = clock_timestamp()"
 )
-# Startable at once: ready, and its tenant has no cap (a capped tenant's start counts its running tasks).
-_READY = f"{READY} AND NOT {CAPPED}"
+# A retrying task starts only from the message of its next attempt (the charged attempt after the one that
+# failed, or the same one after an uncharged deferral, as the last attempt_log entry says) and not before its
+# backoff is over: a stale copy of the failed attempt's message (an ack lost after the retry was scheduled)
+# would otherwise run the task at once and fork a second retry chain.
+_RETRY_ATTEMPT = "attempts + CASE WHEN attempt_log->-1->>'charged' = 'false' THEN 0 ELSE 1 END"
+_RETRY_DUE = "COALESCE(next_attempt_at <= clock_timestamp(), true)"
+
+
+def _ready(attempt: str) -> str:
+    """Startable at once by the message of attempt ``attempt`` (SQL): neither cancelled nor past its deadline
+    (``READY``), a retrying task's due attempt, and a tenant without a cap (a capped tenant's start counts its
+    running tasks on the locked path)."""
+    return (
+        f"{READY} AND NOT {CAPPED}"
+        f" AND (status <> 'retrying' OR ({_RETRY_DUE} AND {attempt} >= {_RETRY_ATTEMPT}))"
+    )
+
+
 _STARTED = "jsonb_build_object('attempt', c.attempts, 'worker', c.lease_owner)"
 _RECORD = columns_of("c", COLUMNS)
 # A startable task, neither cancelled nor past its deadline, becomes running under ``owner``'s lease.
 START = logged(
-    _TAKE_LEASE, f"WHERE id = $1 AND {_READY}", event="'attempt_started'", data=_STARTED, returning=_RECORD
+    _TAKE_LEASE,
+    f"WHERE id = $1 AND {_ready('$3')}",
+    event="'attempt_started'",
+    data=_STARTED,
+    returning=_RECORD,
 )
 # The same for many tasks at once, rows locked in id order and rows locked by anyone else skipped (they take
 # ``start``'s own path): concurrent batches never deadlock.
 START_MANY = (
-    f"WITH ready AS (SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND {_READY}"
-    " ORDER BY id FOR UPDATE SKIP LOCKED), "
+    "WITH ready AS (SELECT tasks.id, b.attempt FROM tasks"
+    " JOIN unnest($1::uuid[], $2::int[]) AS b(id, attempt) ON b.id = tasks.id"
+    f" WHERE {_ready('b.attempt')} ORDER BY tasks.id FOR UPDATE OF tasks SKIP LOCKED), "
     + logged(
-        "status = 'running', attempts = GREATEST(t.attempts, b.attempt), lease_owner = $3,"
+        "status = 'running', attempts = GREATEST(t.attempts, ready.attempt), lease_owner = $3,"
         " message_settled = false,"
         " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
         " started_at = clock_timestamp(), updated_at = clock_timestamp()",
-        "FROM ready JOIN unnest($1::uuid[], $2::int[]) AS b(id, attempt) ON b.id = ready.id WHERE t.id = ready.id",
+        "FROM ready WHERE t.id = ready.id",
         event="'attempt_started'",
         data=_STARTED,
         returning=_RECORD,
@@ -59,7 +81,9 @@ START_MANY = (
 )
 _LOCKED_READ = (
     "SELECT status, tenant, lease_owner, deadline, cancel_requested_at, clock_timestamp() AS now,"
-    " extract(epoch FROM lease_expires_at - clock_timestamp()) AS remaining"
+    " extract(epoch FROM lease_expires_at - clock_timestamp()) AS remaining,"
+    f" {_RETRY_ATTEMPT} AS retry_attempt,"
+    " extract(epoch FROM next_attempt_at - clock_timestamp()) AS retry_due_in"
     " FROM tasks WHERE id = $1 FOR UPDATE"
 )
 # The ``cancel_running`` and ``expire`` transitions as the start finds them due (the row is locked).
@@ -167,6 +191,10 @@ class StartQueries(GroupSettling):
                     _EXPIRE_AT_START, task_id, _EXPIRED_AT_START.model_dump(mode="json")
                 )
                 return StartResult(StartOutcome.EXPIRED), ended
+            if status is TaskStatus.RETRYING:
+                not_now = _retry_not_now(row, attempt)
+                if not_now is not None:
+                    return not_now, None
             if status is not TaskStatus.RUNNING and await self._at_cap(conn, row["tenant"]):
                 # Taking over a running task (a dead lease, our own) adds nothing to what its tenant runs.
                 refused = await conn.fetchrow(
@@ -189,3 +217,14 @@ class StartQueries(GroupSettling):
         if cap is None:
             return False
         return int(await conn.fetchval(RUNNING_OF_TENANT, tenant)) >= int(cap)
+
+
+def _retry_not_now(row: Any, attempt: int) -> StartResult | None:
+    """Why the message of ``attempt`` cannot start this retrying task (None: it can): it is a stale copy of
+    an earlier attempt's message (the retry's own message is on its way), or the backoff is not over."""
+    if attempt < row["retry_attempt"]:
+        return StartResult(StartOutcome.STALE)
+    due_in = float(row["retry_due_in"] or 0.0)
+    if due_in > 0:
+        return StartResult(StartOutcome.NOT_DUE, retry_due_in_seconds=due_in)
+    return None

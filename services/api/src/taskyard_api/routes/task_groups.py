@@ -86,6 +86,7 @@ async def group_document(
         },
         **problem_responses(
             400,
+            402,
             403,
             409,
             413,

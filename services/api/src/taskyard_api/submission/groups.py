@@ -65,6 +65,7 @@ async def submit_group(
     nothing stored), or ``StoreUnavailable`` (503)."""
     check_group(submission, resources.catalog, resources.settings)
     check_affordable(resources, len(submission.tasks))
+    await resources.budget_gate.check(tenant)
     retry_after = {"Retry-After": str(resources.settings.retry_after_seconds)}
     try:
         # Known to be down: refuse before taking tokens or storing anything.

@@ -41,9 +41,11 @@ class Submitted:
 async def submit(
     resources: Resources, submission: TaskSubmission, *, tenant: str, idempotency_key: str | None
 ) -> Submitted:
-    """Store and announce ``submission``, or raise what the answer must say: a problem (429, 422, 409), or
+    """Store and announce ``submission``, or raise what the answer must say: a problem (402, 429, 422, 409), or
     ``BrokerUnavailable``, ``PublishRejected``, ``Unroutable`` or ``StoreUnavailable`` (503, nothing
     stored)."""
+    # Before the rate limit: a refusal no wait would cure must not use up a token.
+    await resources.budget_gate.check(tenant)
     limit_headers = await take_submission_token(resources, tenant)
     check_submission(submission, resources.catalog, resources.settings)
     store = resources.store

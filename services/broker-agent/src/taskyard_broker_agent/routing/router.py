@@ -16,20 +16,26 @@ Around that call (docs/routing.md):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from openai.types.chat import ChatCompletion
 
-from taskyard_broker_agent.routing.cache import DecisionCache
+from taskyard_broker_agent.routing.answers import InvalidAnswer, count_tokens, parse_answer
+from taskyard_broker_agent.routing.cache import DecisionCache, cache_key
 from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
-from taskyard_broker_agent.routing.prompt import ROUTE_TOOL_NAME, RoutingPrompt
+from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.rules import RulesRouter
+from taskyard_broker_agent.routing.text import longer_than
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
+from taskyard_common.llm_limits import LlmLimits, RateLimitWait, Reservation
+from taskyard_common.messages import RoutingDecision, TaskInput
+from taskyard_common.model_specs import ModelSpec, price
 from taskyard_common.settings import LlmSettings
 
 log = logging.getLogger(__name__)
@@ -39,53 +45,11 @@ LLM_ERROR = "llm_error"
 INVALID_ANSWER = "invalid_answer"
 NO_LLM = "no_llm"
 GUARD = "guard"
+RATE_LIMITED = "rate_limited"
 
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
-_NO_REASON = "(the model gave no reason)"
-
-
-class InvalidAnswer(ValueError):
-    """The LLM answered, but not a usable routing decision."""
-
-
-class RouteAnswer(BaseModel):
-    """The ``route_task`` arguments as the model sent them; catalog membership is checked separately."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    specialist: str
-    reason: str
-    confidence: float = Field(ge=0.0, le=1.0)
-
-
-def parse_answer(
-    response: ChatCompletion, specialists: tuple[str, ...], min_confidence: float
-) -> RoutingDecision:
-    """The decision in a chat completion, or ``InvalidAnswer`` saying what is wrong with it."""
-    # The SDK builds responses without validating them: a server may leave out what the types promise.
-    choices = response.choices or []
-    calls = (choices[0].message.tool_calls or []) if choices else []
-    functions = [c.function for c in calls if isinstance(c, ChatCompletionMessageFunctionToolCall)]
-    function = next((f for f in functions if f.name == ROUTE_TOOL_NAME), None)
-    if function is None:
-        raise InvalidAnswer(f"no {ROUTE_TOOL_NAME} tool call in the answer")
-    try:
-        answer = RouteAnswer.model_validate_json(function.arguments or "")
-    except ValidationError as exc:
-        # Error types and locations only: the arguments may echo the request.
-        summary = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['type']}" for e in exc.errors())
-        raise InvalidAnswer(f"{ROUTE_TOOL_NAME} arguments are invalid ({summary})") from None
-    if answer.specialist not in specialists:
-        raise InvalidAnswer(f"the model chose {answer.specialist[:64]!r}, which is not in the catalog")
-    if answer.confidence < min_confidence:
-        raise InvalidAnswer(f"confidence {answer.confidence:.2f} is below the minimum {min_confidence:.2f}")
-    reason = " ".join(answer.reason.split()) or _NO_REASON
-    return RoutingDecision(
-        method=RoutingMethod.LLM,
-        specialist=answer.specialist,
-        reason=reason[:_REASON_MAX],
-        confidence=answer.confidence,
-    )
+# Requests up to this many characters are inspected on the event loop: a thread hop would cost more.
+INLINE_CHARS = 8192
 
 
 def _describe(exc: Exception) -> str:
@@ -113,11 +77,17 @@ class Router:
         min_confidence: float = 0.0,
         guard: DirectiveGuard | None = None,
         cache: DecisionCache | None = None,
+        model_spec: ModelSpec | None = None,
+        limits: LlmLimits | None = None,
     ) -> None:
         self._prompt = prompt
         self._rules = rules
         self._client = client
         self._model = model
+        # The catalog's entry of the model, for its prices (None: not described there, costs nothing).
+        self._model_spec = model_spec
+        # The model's fleet-wide limits (None: it has none): a longer wait than one in place routes by rules.
+        self._limits = limits if limits is not None and limits.limits(model) else None
         self._timeout = timeout_seconds
         self._min_confidence = min_confidence
         self._guard = guard if guard is not None else DirectiveGuard(prompt.specialists)
@@ -134,6 +104,7 @@ class Router:
         max_request_chars: int = 8000,
         cache_size: int = 10_000,
         cache_ttl_seconds: float = 3600.0,
+        limits: LlmLimits | None = None,
     ) -> Router:
         """``llm_settings=None`` (or an unconfigured endpoint) routes with the rules only."""
         prompt = RoutingPrompt.from_catalog(catalog, max_request_chars=max_request_chars)
@@ -141,16 +112,30 @@ class Router:
         guard = DirectiveGuard(catalog.names)
         if llm_settings is None or not llm_settings.enabled:
             return cls(prompt, rules, client=None, guard=guard)
+        # The router's model is a catalog entry's when one has its name (that entry's endpoint).
+        entry = catalog.model(llm_settings.model)
+        endpoint = llm.settings_for(llm_settings, entry)
         return cls(
             prompt,
             rules,
-            client=llm.make_client(llm_settings, timeout=llm_settings.routing_timeout_seconds),
+            client=llm.make_client(endpoint, timeout=llm_settings.routing_timeout_seconds),
             model=llm_settings.model,
             timeout_seconds=llm_settings.routing_timeout_seconds,
             min_confidence=min_confidence,
             guard=guard,
             cache=DecisionCache(cache_size, cache_ttl_seconds),
+            model_spec=entry,
+            limits=limits,
         )
+
+    def use_catalog(self, catalog: Catalog) -> None:
+        """Route with ``catalog`` from now on: a new prompt, rules and guard, and an empty cache. A routing
+        call in flight finishes with what it started with (and caches into the old cache, now dropped)."""
+        limit = self._prompt.max_request_chars
+        self._prompt = RoutingPrompt.from_catalog(catalog, max_request_chars=limit)
+        self._rules = RulesRouter(catalog)
+        self._guard = DirectiveGuard(catalog.names)
+        self._cache = self._cache.emptied()
 
     @property
     def uses_llm(self) -> bool:
@@ -160,14 +145,34 @@ class Router:
         if self._client is not None:
             await self._client.close()
 
-    async def route(self, task_input: TaskInput) -> RoutingDecision:
+    async def route(
+        self, task_input: TaskInput, tenant: str | None = None, *, multi: bool = False
+    ) -> RoutingDecision:
+        """The decision for ``task_input`` of ``tenant`` (the decision cache is per tenant). ``multi``: it
+        may name several specialists (``parts``), when the catalog allows it (``multi_route``) and the
+        request holds distinct jobs; otherwise a decision never has parts."""
         started = time.perf_counter()
-        decision = await self._route(task_input)
-        latency = round((time.perf_counter() - started) * 1000, 3)
-        return decision.model_copy(update={"latency_ms": latency})
+        decision = await self._route(task_input, tenant)
+        update: dict[str, object] = {"latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+        if decision.parts and not multi:
+            # Its ``specialist`` is the main job's: the single route (the cache keeps the parts for the
+            # requests that may have them).
+            update["parts"] = ()
+        return decision.model_copy(update=update)
 
-    async def _route(self, task_input: TaskInput) -> RoutingDecision:
+    def _prepare(self, task_input: TaskInput, tenant: str | None) -> tuple[Inspection, bytes | None]:
+        """The guard's inspection and the cache key: the CPU-bound part, linear in the request's size."""
         inspection = self._guard.inspect(task_input)
+        wanted = self._client is not None and self._cache.enabled and not inspection.empty
+        return inspection, cache_key(inspection.stripped, tenant) if wanted else None
+
+    async def _route(self, task_input: TaskInput, tenant: str | None) -> RoutingDecision:
+        if longer_than(task_input, INLINE_CHARS):
+            # A large request (up to 256 KiB) takes the guard 100-280 ms of CPU: in a thread, so the event
+            # loop (other deliveries, heartbeats, the reaper) keeps turning meanwhile.
+            inspection, key = await asyncio.to_thread(self._prepare, task_input, tenant)
+        else:
+            inspection, key = self._prepare(task_input, tenant)
         # From here on only the request without its directives is read, by the LLM and the rules alike.
         request = inspection.stripped
         if inspection.fired:
@@ -178,48 +183,73 @@ class Router:
             # Nothing but "send this to X": there is nothing left for the LLM to read.
             return self._guarded(self._fallback(request, GUARD, "the request held only routing directives"),
                                  inspection)  # fmt: skip
-        cached = self._cache.get(request)
+        # This call's prompt and cache, even if the catalog changes while the LLM answers.
+        prompt, cache = self._prompt, self._cache
+        cached = cache.get(key) if key is not None else None
         metrics.ROUTING_CACHE.labels("miss" if cached is None else "hit").inc()
         if cached is not None:
-            update = {"cached": True, "llm_calls": 0, "tokens": 0, "guard": inspection.label or None}
+            update = {
+                "cached": True,
+                "llm_calls": 0,
+                "tokens": 0,
+                "cost": 0.0,
+                "model": None,
+                "guard": inspection.label or None,
+            }
             return self._guarded(cached.model_copy(update=update), inspection, count=False)
+        messages = prompt.messages(request)
         try:
             # The client's timeout bounds each phase of the HTTP exchange; this bounds the whole call.
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(self._timeout), self._limited(messages) as held:
                 with metrics.track_llm_request(self._model):
                     response = await self._client.chat.completions.create(
                         model=self._model,
-                        messages=self._prompt.messages(request),
-                        tools=[self._prompt.tool],
-                        tool_choice=self._prompt.tool_choice,
+                        messages=messages,
+                        tools=[prompt.tool],
+                        tool_choice=prompt.tool_choice,
                         temperature=0,
                     )
+                if self._limits is not None and held is not None:
+                    self._limits.settle(held, response.usage.total_tokens if response.usage else 0)
+        except RateLimitWait as exc:
+            return self._guarded(self._fallback(request, RATE_LIMITED, str(exc)), inspection)
         except Exception as exc:
             # Whatever went wrong, the rules can still route: an unexpected error keeps its traceback.
             if not isinstance(exc, openai.OpenAIError | TimeoutError):
                 log.warning("unexpected error from the LLM client", exc_info=True)
             return self._guarded(self._fallback(request, LLM_ERROR, _describe(exc), calls=1), inspection)
-        tokens = _count_tokens(response)
+        spent = self._spent(response)
         try:
-            decision = parse_answer(response, self._prompt.specialists, self._min_confidence)
+            decision = parse_answer(response, prompt.specialists, self._min_confidence)
         except InvalidAnswer as exc:
             return self._guarded(
-                self._fallback(request, INVALID_ANSWER, str(exc), calls=1, tokens=tokens), inspection
+                self._fallback(request, INVALID_ANSWER, str(exc), calls=1, **spent), inspection
             )
-        decision = decision.model_copy(update={"llm_calls": 1, "tokens": tokens})
-        if inspection.fired and decision.specialist in inspection.targets:
+        decision = decision.model_copy(update={"llm_calls": 1, **spent})
+        if inspection.fired and _named(decision) & inspection.targets:
             decision = self._second_opinion(request, decision)
-        self._cache.put(request, decision)
+        if key is not None:
+            cache.put(key, decision)
         return self._guarded(decision, inspection)
 
+    @contextlib.asynccontextmanager
+    async def _limited(self, messages: Any) -> AsyncIterator[Reservation | None]:
+        """The routing call's share of its model's fleet-wide limits (``RateLimitWait`` past a short wait)."""
+        if self._limits is None:
+            yield None
+            return
+        async with self._limits.call(self._model, {"messages": messages, "max_tokens": 64}) as held:
+            yield held
+
     def _second_opinion(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
-        """The LLM chose what a directive asked for: it stands only if the rules agree on the cleaned request.
+        """The LLM chose what a directive asked for (as the specialist or for a part): it stands only if the
+        rules agree on the cleaned request (the same specialist, and every part's specialist among theirs).
 
         Agreement with the directive is no evidence (the model may have read what the guard missed); the
         rules router cannot be talked to, so its decision breaks the tie.
         """
         rules = self._rules.route(request)
-        if rules.specialist == answer.specialist:
+        if rules.specialist == answer.specialist and _named(answer) <= _named(rules) | {answer.specialist}:
             return answer
         metrics.ROUTING_GUARD.labels("overruled").inc()
         metrics.ROUTING_FALLBACKS.labels(GUARD).inc()
@@ -231,6 +261,8 @@ class Router:
                 "fallback": GUARD,
                 "llm_calls": answer.llm_calls,
                 "tokens": answer.tokens,
+                "cost": answer.cost,
+                "model": answer.model,
             }
         )
 
@@ -242,12 +274,27 @@ class Router:
             metrics.ROUTING_GUARD.labels("stripped").inc()
         return decision.model_copy(update={"guard": inspection.label})
 
+    def _spent(self, response: ChatCompletion) -> dict[str, Any]:
+        """The call's tokens, model and cost (USD), counted in the metrics too."""
+        prompt, completion, tokens = count_tokens(response)
+        cost = price(self._model_spec, prompt, completion)
+        metrics.LLM_COST.labels(self._model, metrics.ROUTER).inc(cost)
+        return {"tokens": tokens, "model": self._model, "cost": cost}
+
     def _fallback(
-        self, task_input: TaskInput, reason: str, cause: str | None, *, calls: int = 0, tokens: int = 0
+        self,
+        task_input: TaskInput,
+        reason: str,
+        cause: str | None,
+        *,
+        calls: int = 0,
+        tokens: int = 0,
+        model: str | None = None,
+        cost: float = 0.0,
     ) -> RoutingDecision:
         metrics.ROUTING_FALLBACKS.labels(reason).inc()
         decision = self._rules.route(task_input).model_copy(
-            update={"fallback": reason, "llm_calls": calls, "tokens": tokens}
+            update={"fallback": reason, "llm_calls": calls, "tokens": tokens, "model": model, "cost": cost}
         )
         if cause is None:
             return decision
@@ -256,14 +303,6 @@ class Router:
         return decision.model_copy(update={"reason": note[:_REASON_MAX]})
 
 
-def _count_tokens(response: ChatCompletion) -> int:
-    """The call's total tokens, counted in ``taskyard_routing_llm_tokens_total`` too (0 if not reported)."""
-    usage = response.usage
-    if usage is None:
-        return 0
-    # Servers that report usage partly leave the other fields out (None, despite the types).
-    prompt = usage.prompt_tokens or 0
-    completion = usage.completion_tokens or 0
-    metrics.ROUTING_TOKENS.labels("prompt").inc(prompt)
-    metrics.ROUTING_TOKENS.labels("completion").inc(completion)
-    return usage.total_tokens or prompt + completion
+def _named(decision: RoutingDecision) -> set[str]:
+    """Every specialist a decision sends work to: its own and its parts'."""
+    return {decision.specialist, *(p.specialist for p in decision.parts)}
