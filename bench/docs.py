@@ -6,7 +6,13 @@ import datetime
 import os
 from collections.abc import Sequence
 
-from bench.findings import DURABILITY_FINDINGS, PIPELINE_FINDINGS, SUBMIT_FINDINGS, WORKFLOW_FINDINGS
+from bench.findings import (
+    DURABILITY_FINDINGS,
+    FAIRNESS_FINDINGS,
+    PIPELINE_FINDINGS,
+    SUBMIT_FINDINGS,
+    WORKFLOW_FINDINGS,
+)
 from bench.infra import ROOT
 from bench.machine import cpu_model, memory_gib, package_versions, source_revision
 from bench.report import Row, evaluate, results_table, targets_table
@@ -145,5 +151,6 @@ def render(
         SUBMIT_FINDINGS,
         DURABILITY_FINDINGS,
         WORKFLOW_FINDINGS,
+        FAIRNESS_FINDINGS,
     ]
     return "\n".join(lines)
