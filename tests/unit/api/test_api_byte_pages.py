@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pydantic import BaseModel
 
 from taskyard_api.http import byte_pages
-from taskyard_api.http.byte_pages import bounded_page
+from taskyard_api.http.byte_pages import bounded_page, json_size
 from taskyard_common.store.records import Cursor
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -31,7 +31,13 @@ async def _page(rows, *, size: int, after: Cursor | None, max_bytes: int, fetche
         return rows[start : start + limit]
 
     return await bounded_page(
-        fetch, lambda r: Doc(text=r[1]), lambda r: r[0], size=size, after=after, max_bytes=max_bytes
+        fetch,
+        lambda r: Doc(text=r[1]),
+        lambda r: r[0],
+        size=size,
+        after=after,
+        max_bytes=max_bytes,
+        weigh=json_size,
     )
 
 
