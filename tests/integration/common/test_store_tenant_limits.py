@@ -133,3 +133,20 @@ async def test_the_load_snapshot_counts_waiting_work_and_room_under_caps(store):
         "free": TenantWaiting(waiting=2, cap_room=None),
     }
     assert await store.tenant_load("researcher") == {}
+
+
+async def test_a_refused_retry_still_starts_from_its_own_message(store):
+    """A retry after an uncharged wait (a 429) keeps its attempt number; a refused start in between must
+    not make its message look like a stale copy of an earlier attempt."""
+    from datetime import UTC, datetime, timedelta
+
+    [task] = await queued(store, "acme")
+    assert (await store.start(task, owner="w", lease_seconds=30, attempt=1)).outcome is StartOutcome.STARTED
+    entry = {"attempt": 1, "error": "429", "reason": "rate_limited", "delay_seconds": 1, "charged": False,
+             "at": datetime.now(UTC).isoformat()}  # fmt: skip
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    assert await store.schedule_retry(task, "w", entry=entry, next_attempt_at=past, usage=Usage())
+    assert (await store.defer_start(task, DeferralReason.FAIR_SHARE, 1)).deferrals == 1
+    await TenantLimitStore(store.pool).put("acme", max_running=5)
+    started = await store.start(task, owner="w", lease_seconds=30, attempt=1, capped=True)
+    assert started.outcome is StartOutcome.STARTED and started.record.attempts == 1

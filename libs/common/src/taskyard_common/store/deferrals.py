@@ -37,13 +37,30 @@ READY = (
     f"status IN {sql_in(STARTABLE)} AND cancel_requested_at IS NULL"
     " AND (deadline IS NULL OR deadline >= clock_timestamp())"
 )
+# A retrying task starts only from the message of its next attempt (the charged attempt after the one that
+# failed, or the same one after an uncharged deferral, as its last retry entry says) and not before its
+# backoff is over: a stale copy of the failed attempt's message (an ack lost after the retry was scheduled)
+# would otherwise run the task at once and fork a second retry chain. The last entry that is not a refused
+# start: a refusal charges nothing and must not turn the retry's own message into a stale one.
+RETRY_ATTEMPT = (
+    "attempts + CASE WHEN (SELECT h.e->>'charged' FROM jsonb_array_elements(attempt_log) WITH ORDINALITY"
+    " AS h(e, n) WHERE h.e->>'event' IS DISTINCT FROM 'start_deferred' ORDER BY h.n DESC LIMIT 1) = 'false'"
+    " THEN 0 ELSE 1 END"
+)
+RETRY_DUE = "COALESCE(next_attempt_at <= clock_timestamp(), true)"
+
+
+def startable_by(attempt: str) -> str:
+    """Startable now by the message of attempt ``attempt`` (SQL): ``READY``, and for a retrying task its
+    backoff over and ``attempt`` its next one (see ``RETRY_ATTEMPT``)."""
+    return f"{READY} AND (status <> 'retrying' OR ({RETRY_DUE} AND {attempt} >= {RETRY_ATTEMPT}))"
 
 
 def _deferral(condition: str = "") -> str:
-    """The refusal of task $1 for reason $2 (message attempt $3), when it is startable and ``condition``
-    holds; selects ``deferrals`` (the count of the run) and ``_watched``."""
+    """The refusal of task $1 for reason $2 (message attempt $3), when that message could start it now
+    (``startable_by``) and ``condition`` holds; selects ``deferrals`` (the count of the run) and ``_watched``."""
     return (
-        f"WITH changed AS (UPDATE tasks SET {_NOTE} WHERE id = $1 AND {READY}{condition}"
+        f"WITH changed AS (UPDATE tasks SET {_NOTE} WHERE id = $1 AND {startable_by('$3')}{condition}"
         " RETURNING tasks.id, tasks.event_seq, tasks.attempt_log->-1 AS entry, tasks.watched_until),"
         " logged AS (INSERT INTO task_events (task_id, seq, type, data)"
         " SELECT id, event_seq, 'start_deferred', entry FROM changed WHERE (entry->>'count')::int = 1)"

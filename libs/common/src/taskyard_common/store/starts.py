@@ -20,8 +20,9 @@ from taskyard_common.store.deferrals import (
     DEFER_IF_FULL,
     DEFER_START,
     LOCK_CAP,
-    READY,
+    RETRY_ATTEMPT,
     RUNNING_OF_TENANT,
+    startable_by,
 )
 from taskyard_common.store.events import columns_of, logged
 from taskyard_common.store.groups import GroupSettling
@@ -33,22 +34,13 @@ _TAKE_LEASE = (
     " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
     " started_at = clock_timestamp(), updated_at = clock_timestamp()"
 )
-# A retrying task starts only from the message of its next attempt (the charged attempt after the one that
-# failed, or the same one after an uncharged deferral, as the last attempt_log entry says) and not before its
-# backoff is over: a stale copy of the failed attempt's message (an ack lost after the retry was scheduled)
-# would otherwise run the task at once and fork a second retry chain.
-_RETRY_ATTEMPT = "attempts + CASE WHEN attempt_log->-1->>'charged' = 'false' THEN 0 ELSE 1 END"
-_RETRY_DUE = "COALESCE(next_attempt_at <= clock_timestamp(), true)"
 
 
 def _ready(attempt: str) -> str:
-    """Startable at once by the message of attempt ``attempt`` (SQL): neither cancelled nor past its deadline
-    (``READY``), a retrying task's due attempt, and a tenant without a cap (a capped tenant's start counts its
-    running tasks on the locked path)."""
-    return (
-        f"{READY} AND NOT {CAPPED}"
-        f" AND (status <> 'retrying' OR ({_RETRY_DUE} AND {attempt} >= {_RETRY_ATTEMPT}))"
-    )
+    """Startable at once by the message of attempt ``attempt`` (SQL): ``startable_by`` (not cancelled, not
+    past its deadline, a retrying task's due attempt), and a tenant without a cap (a capped tenant's start
+    counts its running tasks on the locked path)."""
+    return f"{startable_by(attempt)} AND NOT {CAPPED}"
 
 
 _STARTED = "jsonb_build_object('attempt', c.attempts, 'worker', c.lease_owner)"
@@ -82,7 +74,7 @@ START_MANY = (
 _LOCKED_READ = (
     "SELECT status, tenant, lease_owner, deadline, cancel_requested_at, clock_timestamp() AS now,"
     " extract(epoch FROM lease_expires_at - clock_timestamp()) AS remaining,"
-    f" {_RETRY_ATTEMPT} AS retry_attempt,"
+    f" {RETRY_ATTEMPT} AS retry_attempt,"
     " extract(epoch FROM next_attempt_at - clock_timestamp()) AS retry_due_in"
     " FROM tasks WHERE id = $1 FOR UPDATE"
 )
