@@ -6,7 +6,7 @@ import datetime
 import os
 from collections.abc import Sequence
 
-from bench.findings import DURABILITY_FINDINGS, PIPELINE_FINDINGS, SUBMIT_FINDINGS
+from bench.findings import DURABILITY_FINDINGS, PIPELINE_FINDINGS, SPEND_FINDINGS, SUBMIT_FINDINGS
 from bench.infra import ROOT
 from bench.machine import cpu_model, memory_gib, package_versions, source_revision
 from bench.report import Row, evaluate, results_table, targets_table
@@ -129,5 +129,6 @@ def render(
         PIPELINE_FINDINGS,
         SUBMIT_FINDINGS,
         DURABILITY_FINDINGS,
+        SPEND_FINDINGS,
     ]
     return "\n".join(lines)
