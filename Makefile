@@ -9,6 +9,10 @@ TEST_ENV = set -a; [ -f $(LOCAL_ENV) ] && source $(LOCAL_ENV); set +a; \
 	export AMQP_URL="$${AMQP_URL:-$${TASKYARD_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/}}"; \
 	export DATABASE_URL="$${DATABASE_URL:-$$TASKYARD_DB_URL}";
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist, one test file per process at a time): the suites spend most of their time
+# waiting on real processes, the broker and the database, so two share two cores well. Every test has its own
+# queue prefix and schema; TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 
 .PHONY: help up test test-fast test-deploy tools manifests lint format check-packages bootstrap bootstrap-test bench \
 	local-model test-local-model
@@ -21,6 +25,7 @@ help:
 	@echo "make lint   ruff and mypy (the type checker, at zero errors)"
 	@echo "make format  ruff's fixes and formatting"
 	@echo "make bench  benchmarks vs Celery and the broker's limit (BENCH_ARGS=--quick for a smoke run); writes docs/benchmarks.md"
+	@echo "make chaos  sustained faults (kills, broker/database restarts, poison, slow model); writes docs/resilience.md"
 	@echo "make manifests  regenerate deploy/manifests/ from the Helm chart"
 	@echo "make local-model       build and fetch the local model alone (what make up does on its first run)"
 	@echo "make test-local-model  route and answer a few tasks end to end with the real local model"
@@ -50,7 +55,7 @@ test-local-model: bootstrap local-model
 
 test: bootstrap-test tools
 	uv sync --locked
-	$(TEST_ENV) uv run --locked pytest $(PYTEST_ARGS)
+	$(TEST_ENV) uv run --locked pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # helm and promtool into the git-ignored .taskyard/tools/ (the deploy tests look there).
 tools:
@@ -76,6 +81,16 @@ BENCH_ARGS ?=
 bench: bootstrap
 	uv sync --locked
 	$(TEST_ENV) uv run --locked python -m bench $(BENCH_ARGS)
+
+# The chaos suite (bench/chaos): sustained faults on loopback only (workers SIGKILLed, a private RabbitMQ
+# node stopped, a private 3-node cluster's quorum leader stopped, a private PostgreSQL restarted, poison
+# tasks, a slow then failing model); prints the table and writes docs/resilience.md (tens of minutes).
+# CHAOS_ARGS="--quick" for smaller counts, "--only kill" for one scenario (nothing written then).
+CHAOS_ARGS ?=
+.PHONY: chaos
+chaos: bootstrap
+	uv sync --locked
+	$(TEST_ENV) uv run --locked python -m bench.chaos $(CHAOS_ARGS)
 
 # Unit tests only: no broker or database needed.
 test-fast:

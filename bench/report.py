@@ -203,6 +203,8 @@ def evaluate(rows: Sequence[Row]) -> list[Target]:
         )
     )
 
+    targets += _large_store(by_key)
+
     broker = by_key.get("broker")
     value = ratio(e2e.per_s if e2e else None, broker.per_s if broker else None)
     targets.append(
@@ -214,6 +216,58 @@ def evaluate(rows: Sequence[Row]) -> list[Target]:
             _judge(e2e, value, value is not None and value >= 0.30 and broker is not None and broker.ok),
         )
     )
+    targets.extend(_priority_targets(by_key))
+    return targets
+
+
+def _priority_targets(by_key: dict[str, Row]) -> list[Target]:
+    """Issue 15's priority targets (the ``priority`` scenario)."""
+    backlog, stream = by_key.get("priority.backlog"), by_key.get("priority.stream")
+    ratio_ = backlog.extra.get("p95_ratio") if backlog else None
+    share = stream.extra.get("low_share") if stream else None
+    return [
+        Target(
+            "20 highs behind 200 lows: highs' p95 wait vs lows' (issue 15)",
+            "< 10 %",
+            f"{fmt(100 * ratio_ if ratio_ is not None else None)} %{_suffix(backlog)}",
+            _judge(backlog, ratio_, ratio_ is not None and ratio_ < 0.10),
+        ),
+        Target(
+            "lows' share of the starts under a stream of highs (issue 15)",
+            "about 10 % (6:3:1)",
+            f"{fmt(100 * share if share is not None else None)} %{_suffix(stream)}",
+            _judge(stream, share, share is not None and 0.05 <= share <= 0.20),
+        ),
+    ]
+
+
+def _large_store(by_key: dict[str, Row]) -> list[Target]:
+    """Issue 19: the submit path and the pipeline with millions of tasks stored, and while retention runs."""
+    targets = []
+    pairs = (
+        ("submit p99 with the store full vs empty", "large.empty.submit", "large.full.submit", "p99"),
+        ("e2e no-op throughput with the store full vs empty", "large.empty.e2e", "large.full.e2e", "per_s"),
+        ("submit p99 with retention removing vs not", "large.full.submit", "large.retention.submit", "p99"),
+    )
+    for name, base_key, key, figure in pairs:
+        base, row = by_key.get(base_key), by_key.get(key)
+        if figure == "p99":
+            a, b = (base.p99_ms if base else None), (row.p99_ms if row else None)
+            value, goal, unit = ratio(b, a), "<= 1.10x", "ms"
+            met = value is not None and value <= 1.10
+        else:
+            a, b = (base.per_s if base else None), (row.per_s if row else None)
+            value, goal, unit = ratio(b, a), ">= 0.90x", "/s"
+            met = value is not None and value >= 0.90
+        both_ok = base is not None and base.ok
+        targets.append(
+            Target(
+                name,
+                goal,
+                f"{fmt(value)}x ({fmt(b)} {unit} vs {fmt(a)} {unit}){_suffix(row)}",
+                _judge(row, value, met and both_ok),
+            )
+        )
     return targets
 
 

@@ -137,6 +137,23 @@ has_chromium() {
   [ -n "${TASKYARD_CHROMIUM:-}" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null
 }
 
+# The suite runs in two processes, each starting whole clusters (API, broker agent, workers: a pool each):
+# the stock 100 connections are too few at peak. Only a local cluster this script manages is changed, once.
+ensure_test_connections() {
+  local url=${TASKYARD_DB_URL:-${DATABASE_URL:-}}
+  if ! is_local_url "$url" || ! command -v pg_ctlcluster >/dev/null; then return; fi
+  local current
+  current=$(as_postgres -c "SHOW max_connections" 2>/dev/null) || return 0
+  if [ -z "$current" ] || [ "$current" -ge 300 ]; then return; fi
+  say "PostgreSQL: max_connections $current -> 300 for the test processes (restarting the local cluster)"
+  as_postgres -c "ALTER SYSTEM SET max_connections = 300" >/dev/null
+  local version
+  version=$(ls /etc/postgresql | sort -V | tail -n 1)
+  pg_ctlcluster --skip-systemctl-redirect "$version" main restart 2>/dev/null \
+    || pg_ctlcluster "$version" main restart
+  wait_port 5432 PostgreSQL 60
+}
+
 ensure_chromium() {
   if has_chromium; then return; fi
   # Debian's package, never Playwright's own download: the tests pass its path as executable_path.
@@ -154,5 +171,6 @@ ensure_postgres
 ensure_database
 say "RabbitMQ and PostgreSQL are reachable"
 if [ "$WITH_BROWSER" = 1 ]; then
+  ensure_test_connections
   ensure_chromium
 fi

@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from bench.runner import Scenario
-from bench.scenarios import broker_limit, celery_baseline, llm_rpm, submit_path, taskyard_io, taskyard_noop
+from bench.scenarios import (
+    broker_limit,
+    celery_baseline,
+    fairness,
+    large_store,
+    llm_rpm,
+    priority,
+    submit_path,
+    taskyard_io,
+    taskyard_noop,
+    workflow_group,
+)
 
 ALL: tuple[Scenario, ...] = (
     broker_limit.SCENARIO,
@@ -11,5 +22,9 @@ ALL: tuple[Scenario, ...] = (
     taskyard_noop.SCENARIO,
     taskyard_io.SCENARIO,
     submit_path.SCENARIO,
+    workflow_group.SCENARIO,
+    fairness.SCENARIO,
+    priority.SCENARIO,
     llm_rpm.SCENARIO,
+    large_store.SCENARIO,
 )

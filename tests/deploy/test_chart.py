@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from taskyard_common.topology import Topology, level_queues_pattern
 from tests.deploy.conftest import (
     CHART,
     CI_VALUES,
@@ -105,12 +106,28 @@ def test_one_worker_deployment_and_scaled_object_per_specialist():
     )
     assert general["spec"]["minReplicaCount"] == 0
     assert [t["type"] for t in general["spec"]["triggers"]] == ["postgresql", "rabbitmq", "rabbitmq"]
-    queues = [t["metadata"]["queueName"] for t in _rabbitmq_triggers([general])]
-    assert queues == ["taskyard.work.general", "taskyard.quarantine.general"]
+    work, quarantine = (t["metadata"] for t in _rabbitmq_triggers([general]))
+    topology = Topology("taskyard")
+    # One trigger sums every priority level's queue (the HPA takes the highest trigger, not the sum).
+    assert _level_queues(work) == set(topology.specialist_queues("general"))
+    assert quarantine["queueName"] == "taskyard.quarantine.general"
     broker = next(
         o for o in of_kind(objects, "ScaledObject") if o["metadata"]["name"].endswith("broker-agent")
     )
-    assert broker["spec"]["triggers"][0]["metadata"]["queueName"] == "taskyard.intake"
+    assert _level_queues(broker["spec"]["triggers"][0]["metadata"]) == set(topology.intake_queues())
+
+
+def _level_queues(metadata: dict) -> set[str]:
+    """The queues of the catalog's topology a regex trigger sums (checked against near misses)."""
+    assert (metadata["useRegex"], metadata["operation"]) == ("true", "sum")
+    pattern = re.compile(metadata["queueName"])
+    topology = Topology("taskyard")
+    names = [
+        *topology.all_queue_names(SPECIALISTS),
+        *(f"{q}x" for q in topology.work_queue_names(SPECIALISTS)),
+        *(q.replace(".", "x") for q in topology.work_queue_names(SPECIALISTS)),
+    ]
+    return {name for name in names if pattern.search(name)}
 
 
 def test_job_mode_renders_a_scaled_job_instead_of_a_deployment():
@@ -192,6 +209,23 @@ def test_optional_objects_are_off_by_default_and_on_when_enabled(key, kinds):
     assert kinds <= {o["kind"] for o in render(sets=(f"{key}=true",))}
 
 
+def test_the_postgresql_clusters_parameters_are_rendered_as_strings():
+    (cluster,) = [o for o in render(sets=("postgresql.cluster.enabled=true",)) if o["kind"] == "Cluster"]
+    assert "postgresql" not in cluster["spec"], "no parameters: the operator's defaults"
+    (cluster,) = [
+        o
+        for o in render(
+            sets=(
+                "postgresql.cluster.enabled=true",
+                "postgresql.cluster.parameters.max_connections=300",
+                "postgresql.cluster.parameters.wal_compression=on",
+            )
+        )
+        if o["kind"] == "Cluster"
+    ]
+    assert cluster["spec"]["postgresql"]["parameters"] == {"max_connections": "300", "wal_compression": "on"}
+
+
 def test_dashboards_configmaps_carry_the_sidecar_label():
     maps = [o for o in render(sets=("monitoring.dashboards.enabled=true",)) if o["kind"] == "ConfigMap"
             and o["metadata"]["labels"].get("grafana_dashboard") == "1"]  # fmt: skip
@@ -206,9 +240,14 @@ def test_every_pod_is_locked_down(values):
     objects = render(*([values] if values else []))
     specs = pod_specs(objects)
     assert specs
+    reads_specialists = (
+        bool(values) and yaml.safe_load(values.read_text()).get("catalog", {}).get("source") == "kubernetes"
+    )
     for name, spec in specs:
-        # The operator is the one component that calls the Kubernetes API (its Role says what for).
-        assert spec["automountServiceAccountToken"] is name.endswith("-operator"), name
+        # The operator is the one component that calls the Kubernetes API (its Role says what for), and with
+        # catalog.source=kubernetes the services that read the Specialists (the catalog-reader Role).
+        reader = reads_specialists and name.endswith(("-api", "-broker-agent"))
+        assert spec["automountServiceAccountToken"] is (name.endswith("-operator") or reader), name
         assert spec["securityContext"]["runAsNonRoot"] is True, name
         assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
         for c in spec["containers"]:
@@ -304,7 +343,8 @@ def test_custom_catalog_drives_the_workers():
     objects = render(CHART / "ci" / "settings-values.yaml")
     assert _workers(objects, "Deployment") == {"general", "translator"}
     queues = {t["metadata"]["queueName"] for t in _rabbitmq_triggers(of_kind(objects, "ScaledObject"))}
-    assert "prod.work.translator" in queues and "prod.intake" in queues
+    assert level_queues_pattern("prod.work.translator") in queues
+    assert level_queues_pattern("prod.intake") in queues
 
 
 def test_base64_free():
@@ -356,3 +396,61 @@ def test_external_mode_triggers_read_the_whole_host_from_the_secret():
     for trigger in _rabbitmq_triggers(objects):
         assert "host" not in trigger["metadata"], "the Secret holds the whole management URL"
         assert trigger["metadata"]["protocol"] == "http"
+
+
+def test_editing_one_specialist_rolls_only_its_own_workers_pods(tmp_path):
+    """Every service follows the catalog file without a restart: only the edited specialist's worker pods
+    are hashed on its entry, and the API and broker agent pods on none."""
+    catalog = yaml.safe_load((CHART / "files" / "specialists.yaml").read_text())
+    catalog["specialists"][0]["instructions"] = "Edited."
+    edited = catalog["specialists"][0]["name"]
+    values = tmp_path / "edited-values.yaml"
+    values.write_text(yaml.safe_dump({"catalog": {"content": yaml.safe_dump(catalog)}}))
+
+    def pod_annotations(objects) -> dict[str, dict]:
+        return {
+            o["metadata"]["name"]: o["spec"]["template"]["metadata"].get("annotations", {})
+            for o in objects
+            if o["kind"] == "Deployment"
+        }
+
+    before, after = pod_annotations(render()), pod_annotations(render(values))
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {f"taskyard-worker-{edited}"}
+    for name, pod in before.items():
+        assert "checksum/catalog" not in pod
+        assert ("checksum/specialist" in pod) == ("-worker-" in name)
+
+
+def test_the_kubernetes_catalog_source_reads_specialists_with_a_role_of_its_own():
+    values = CHART / "ci" / "specialist-operator-catalog-values.yaml"
+    objects = render(values)
+    (role,) = [o for o in of_kind(objects, "Role") if o["metadata"]["name"].endswith("-catalog-reader")]
+    assert role["rules"] == [
+        {"apiGroups": ["taskyard.dev"], "resources": ["specialists"], "verbs": ["get", "list", "watch"]}
+    ]
+    (binding,) = [
+        o for o in of_kind(objects, "RoleBinding") if o["metadata"]["name"].endswith("-catalog-reader")
+    ]
+    assert {s["name"] for s in binding["subjects"]} == {
+        "taskyard-api",
+        "taskyard-broker-agent",
+        "taskyard-worker",
+    }
+    # The operator runs every worker (with the token), the chart none of its own.
+    assert not [o for o in of_kind(objects, "Deployment") if "-worker-" in o["metadata"]["name"]]
+    (config,) = [
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-operator")
+    ]
+    assert json.loads(config["data"]["TASKYARD_OPERATOR_WORKER"])["automount_service_account_token"] is True
+    for name, spec in pod_specs(objects):
+        env = {e["name"]: e.get("value") for c in spec["containers"] for e in c.get("env", [])}
+        if name.endswith(("-api", "-broker-agent")):
+            assert (env["TASKYARD_CATALOG_SOURCE"], env["TASKYARD_CATALOG_FALLBACK"]) == (
+                "kubernetes",
+                "general",
+            )
+    proc = run([tool("helm"), "template", "t", str(CHART), "--set", "catalog.source=kubernetes"], check=False)
+    assert proc.returncode != 0 and "set operator.enabled" in proc.stderr
+    # Without it, no Role and no token.
+    assert not [o for o in of_kind(render(), "Role") if o["metadata"]["name"].endswith("-catalog-reader")]

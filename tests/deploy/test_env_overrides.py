@@ -105,7 +105,8 @@ def test_overrides_of_chart_set_variables_replace_them_in_every_workload(tmp_pat
             assert env["TASKYARD_API_PORT"]["value"] == "8080"
             assert env["TASKYARD_API_MAX_BODY_BYTES"]["value"] == "2097152", "whole numbers, no exponent"
             assert spec["containers"][0]["ports"] == [
-                {"name": "http", "containerPort": 8080, "protocol": "TCP"}
+                {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+                {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
             ]
 
 

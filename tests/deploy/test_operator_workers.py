@@ -2,8 +2,9 @@
 (from the worker template the chart hands the operator, and a Specialist built from the same catalog entry
 and worker.specialists overrides) equal what `helm template` renders for the values-driven worker.
 
-Normalised: the operator's owner reference (the chart has none) and the managed-by label (Helm vs
-taskyard-operator). Nothing else."""
+Normalised: the operator's owner reference (the chart has none), the managed-by label (Helm vs
+taskyard-operator) and the pod template's ``checksum/specialist`` (both hash the same entry, Go's JSON and
+Python's; what each one changes with is tested on its own). Nothing else."""
 
 from __future__ import annotations
 
@@ -72,6 +73,10 @@ def _normalise(obj: dict[str, Any]) -> dict[str, Any]:
     template = obj["spec"].get("template") or obj["spec"].get("jobTargetRef", {}).get("template")
     if template:
         labels(template["metadata"])
+        annotations = template["metadata"].get("annotations", {})
+        assert len(annotations.pop("checksum/specialist", "")) == 64 or obj["kind"] != "Deployment"
+        if not annotations:
+            template["metadata"].pop("annotations", None)
     return obj
 
 

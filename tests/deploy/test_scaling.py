@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from taskyard_common.catalog import SpecialistSpec, parse_catalog
+from taskyard_common.topology import level_queues_pattern
 from tests.deploy.conftest import CHART, of_kind, render, run, tool
 
 pytestmark = pytest.mark.deploy
@@ -53,7 +54,8 @@ def test_each_scaled_object_counts_its_specialists_unfinished_tasks():
         }, "one replica per `concurrency` unfinished tasks; one task wakes the specialist"
         assert tasks["authenticationRef"] == {"name": "taskyard-postgresql-auth"}
         work = _triggers(so)["work-queue"]["metadata"]
-        assert work["queueName"] == f"taskyard.work.{name}"
+        assert work["queueName"] == level_queues_pattern(f"taskyard.work.{name}")
+        assert (work["useRegex"], work["operation"]) == ("true", "sum")
         assert (work["value"], work["activationValue"]) == (str(spec.concurrency), "0")
         assert _triggers(so)["quarantine-queue"]["metadata"]["queueName"] == f"taskyard.quarantine.{name}"
 
@@ -117,7 +119,7 @@ def test_job_mode_starts_one_job_per_concurrency_messages_with_the_default_strat
     triggers = _triggers(job)
     assert set(triggers) == {"work-queue", "quarantine-queue"}
     work = triggers["work-queue"]["metadata"]
-    assert work["queueName"] == "taskyard.work.researcher"
+    assert work["queueName"] == level_queues_pattern("taskyard.work.researcher")
     assert work["value"] == str(CATALOG.get("researcher").concurrency), (
         "each Job takes `concurrency` messages"
     )
@@ -177,8 +179,9 @@ def test_triggers_follow_env_overrides_of_the_queue_prefix_and_the_schema(tmp_pa
     queues = {
         t["metadata"]["queueName"] for o in scalers for t in o["spec"]["triggers"] if t["type"] == "rabbitmq"
     }
-    assert queues and all(q.startswith("blue.") for q in queues), queues
-    assert "blue.intake" in queues and "blue.work.researcher" in queues
+    assert queues and all(q.removeprefix("^").startswith("blue") for q in queues), queues
+    assert level_queues_pattern("blue.intake") in queues
+    assert level_queues_pattern("blue.work.researcher") in queues
     queries = [
         t["metadata"]["query"] for o in scalers for t in o["spec"]["triggers"] if t["type"] == "postgresql"
     ]

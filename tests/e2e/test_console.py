@@ -6,6 +6,8 @@ under CI=true).
   answer arriving live; an input that is HTML shows as text;
 - an operator finds dead letters (also counted on the specialists page), replays one from the console, and
   discards the others in bulk;
+- a task group's page shows its children and counts live until its reduce step ran; the schedules page
+  lists a schedule, pauses and deletes it;
 - with authentication on, the console asks for a key and sends it only as a header, never in a URL.
 
 Every page runs under the console's Content-Security-Policy (Trusted Types included): a violation fails
@@ -230,6 +232,59 @@ async def test_an_operator_replays_a_dead_letter_from_the_console(
         kinds = await page.eval_on_selector_all("#timeline li", "items => items.map(i => i.dataset.type)")
         assert kinds[kinds.index("dead_lettered") + 1] == "replayed"
         await console.shot("task-replayed")
+
+
+async def test_a_group_and_the_schedules_in_the_console(
+    cluster: Cluster, devllm: DevLlm, console_for: ConsoleFor
+) -> None:
+    await devllm.script(cluster.model, [{"content": "a child's answer"}], repeat_last=True)
+    await cluster.start_api()
+    await cluster.start_broker_agent()
+    await cluster.start_worker("general")
+    console = await console_for(cluster.api_url)
+    page = console.page
+    async with httpx.AsyncClient(base_url=cluster.api_url, timeout=30) as api:
+        made = await api.post(
+            "/v1/task-groups",
+            json={
+                "tasks": [{"input": f"Summarize item {n}.", "specialist": "general"} for n in range(2)],
+                "reduce": {"specialist": "general"},
+            },
+        )
+        assert made.status_code == 202, made.text
+        group = made.json()
+
+        # The group's page: its children and counts, live until the reduce step has run.
+        await console.open(f"/groups/{group['id']}")
+        await page.wait_for_selector(".title-row .badge.status-completed", timeout=60_000)
+        assert await page.locator("#group-children tr[data-task-id]").count() == 2
+        assert await page.text_content("#group-counts tr[data-status=completed] td.num") == "2"
+        await console.shot("group")
+        # The reduce step's own page links back to the group.
+        await page.click("dd a[href^='#/tasks/']")
+        await page.wait_for_selector(f"dd a[href='#/groups/{group['id']}']")
+
+        made = await api.post(
+            "/v1/schedules",
+            json={
+                "cron": "0 0 1 1 *",
+                "timezone": "UTC",
+                "task": {"input": HOSTILE, "specialist": "general"},
+            },
+        )
+        assert made.status_code == 201, made.text
+        schedule = made.json()
+        await console.open("/schedules")
+        row = f"#schedules tr[data-schedule-id='{schedule['id']}']"
+        await page.wait_for_selector(f"{row}[data-paused=false]")
+        assert HOSTILE in (await page.text_content(f"{row} td.input-preview") or "")
+        await console.shot("schedules")
+        await page.click(f"{row} button[data-action=pause]")
+        await page.wait_for_selector(f"{row}[data-paused=true]")
+        assert (await api.get(f"/v1/schedules/{schedule['id']}")).json()["paused"] is True
+        await page.click(f"{row} button[data-action=delete]")
+        await page.wait_for_selector(row, state="detached")
+        assert (await api.get(f"/v1/schedules/{schedule['id']}")).status_code == 404
 
 
 async def test_with_authentication_the_key_is_asked_for_and_only_sent_as_a_header(

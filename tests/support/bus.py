@@ -15,6 +15,7 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from taskyard_common.amqp import Publisher
+from taskyard_common.announce import destination
 from taskyard_common.messages import WorkMessage
 from taskyard_common.settings import AmqpSettings
 from taskyard_common.topology import Topology, declare
@@ -55,8 +56,9 @@ class Bus:
             await connection.close()
 
     async def send_work(self, work: WorkMessage) -> None:
-        """Publish a work message as the broker agent would (confirmed)."""
-        await self.publisher.publish(self.topology.tasks_exchange, work.specialist, work)
+        """Publish a work message as the broker agent would (confirmed), to its priority's queue."""
+        native = self.publisher.native_priorities
+        await self.publisher.publish(*destination(self.topology, work, native=native), work)
 
     async def depth(self, queue: str) -> int:
         """Ready messages in ``queue`` (not the ones a consumer holds unacked)."""

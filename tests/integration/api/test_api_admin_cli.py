@@ -92,3 +92,33 @@ async def test_the_admin_cli_prints_a_tenants_secret_and_rotates_it(
     default = admin("webhooks", "secret", db=db_settings).stdout.strip()
     assert default.startswith("whsec_") and default not in (secret, rotated.stdout.strip()), "per tenant"
     assert admin("webhooks", "secret", "--tenant", "Not A Tenant", db=db_settings).returncode == 2
+
+
+def test_a_tenants_retention_is_set_shown_and_cleared(db_settings: DbSettings):
+    assert admin("tenants", "retention", "--tenant", "acme", "--days", "7", db=db_settings).returncode == 0
+    assert (
+        admin("tenants", "retention", "--tenant", "globex", "--days", "400", db=db_settings).returncode == 0
+    )
+    shown = admin("tenants", "retention", db=db_settings)
+    assert shown.returncode == 0 and shown.stdout.splitlines() == ["tenant\tdays", "acme\t7", "globex\t400"]
+    assert admin("tenants", "retention", "--tenant", "acme", "--clear", db=db_settings).returncode == 0
+    assert admin("tenants", "retention", db=db_settings).stdout.splitlines()[1:] == ["globex\t400"]
+    refused = admin("tenants", "retention", "--tenant", "acme", "--days", "0", db=db_settings)
+    assert refused.returncode == 2 and "1 to 36500" in refused.stderr
+    assert admin("tenants", "retention", "--days", "3", db=db_settings).returncode == 2, "which tenant?"
+
+
+def test_tenant_limits_are_set_shown_listed_and_dropped_from_the_cli(db_settings: DbSettings):
+    header = "tenant\tmax_running\trunning\tupdated_at"
+    shown = admin("tenants", "show", "--tenant", "acme", db=db_settings)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [header, "acme\tunlimited\t0\t-"]
+    made = admin("tenants", "set", "--tenant", "acme", "--max-running", "20", db=db_settings)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.splitlines()[1].startswith("acme\t20\t0\t")
+    listed = admin("tenants", "list", db=db_settings).stdout.splitlines()
+    assert [line.split("\t")[:2] for line in listed] == [header.split("\t")[:2], ["acme", "20"]]
+    refused = admin("tenants", "set", "--tenant", "acme", "--max-running", "0", db=db_settings)
+    assert refused.returncode == 2 and "unlimited" in refused.stderr
+    dropped = admin("tenants", "unset", "--tenant", "acme", db=db_settings)
+    assert dropped.returncode == 0 and dropped.stdout.splitlines()[1] == "acme\tunlimited\t0\t-"

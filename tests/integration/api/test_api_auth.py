@@ -50,6 +50,8 @@ V1_ROUTES = [
     ("GET", "/v1/tasks/00000000-0000-0000-0000-000000000000/result"),
     ("GET", "/v1/tasks/00000000-0000-0000-0000-000000000000/events"),
     ("POST", "/v1/tasks/00000000-0000-0000-0000-000000000000/cancel"),
+    ("DELETE", "/v1/tasks/00000000-0000-0000-0000-000000000000"),
+    ("DELETE", "/v1/tenant/tasks"),
     ("POST", "/v1/task-groups"),
     ("GET", "/v1/task-groups/00000000-0000-0000-0000-000000000000"),
     ("POST", "/v1/task-groups/00000000-0000-0000-0000-000000000000/cancel"),
@@ -66,6 +68,9 @@ V1_ROUTES = [
     ("POST", "/v1/schedules/00000000-0000-0000-0000-000000000000/pause"),
     ("POST", "/v1/schedules/00000000-0000-0000-0000-000000000000/resume"),
     ("DELETE", "/v1/schedules/00000000-0000-0000-0000-000000000000"),
+    ("GET", "/v1/tenants/acme/limits"),
+    ("PUT", "/v1/tenants/acme/limits"),
+    ("DELETE", "/v1/tenants/acme/limits"),
 ]
 
 
@@ -89,6 +94,30 @@ async def test_every_v1_route_needs_a_valid_key_and_probes_stay_open(
     # The probes and metrics need no key and show no task data.
     for path in ("/healthz", "/readyz", "/metrics"):
         assert (await api.get(path)).status_code == 200
+
+
+async def test_a_body_is_not_read_before_the_key_is_valid(api: httpx.AsyncClient, keys: KeyStore):
+    """FastAPI parses a JSON body before it checks the key: without a valid one, a request with a body is
+    answered 401 before its body is read, so a malformed or near-limit body costs no parsing."""
+    _, good = await keys.create(tenant="acme", role=Role.SUBMITTER)
+    unknown = "tyk_00000000_" + good.split("_", 2)[2]
+    garbage = b'{"input": "' + b"x" * 900_000  # near the 1 MiB limit, and not even JSON
+    for headers in ({}, {"Authorization": f"Bearer {unknown}"}, {"Authorization": "Bearer not-a-key"}):
+        for path in ("/v1/tasks", "/v1/task-groups", "/v1/schedules"):
+            refused = await api.post(
+                path, content=garbage, headers={**headers, "Content-Type": "application/json"}
+            )
+            assert_problem(refused, 401, "unauthorized")
+            assert refused.headers["www-authenticate"].startswith("Bearer")
+    # With the key, the same body is read and found malformed.
+    malformed = await api.post(
+        "/v1/tasks",
+        content=garbage,
+        headers={"Authorization": f"Bearer {good}", "Content-Type": "application/json"},
+    )
+    assert_problem(malformed, 422, "validation-error")
+    accepted = await api.post("/v1/tasks", json={"input": "x"}, headers={"Authorization": f"Bearer {good}"})
+    assert accepted.status_code == 202, accepted.text
 
 
 async def test_a_revoked_key_is_refused_once_its_cached_look_up_expires(

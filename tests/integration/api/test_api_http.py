@@ -9,6 +9,7 @@ import httpx
 
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.settings import DbSettings
+from taskyard_devkit.ports import free_port
 from tests.integration.api.conftest import PROBLEM, MakeSettings, assert_problem, serve
 
 
@@ -95,6 +96,8 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
         ("/v1/tasks/{task_id}/events", "get"): {"200", "404", "422", "500", "503"},
         ("/v1/tasks/{task_id}/result", "get"): {"200", "404", "409", "500", "503"},
         ("/v1/tasks/{task_id}/cancel", "post"): {"200", "202", "404", "409", "500", "503"},
+        ("/v1/tasks/{task_id}", "delete"): {"204", "403", "404", "409", "500", "503"},
+        ("/v1/tenant/tasks", "delete"): {"200", "403", "500", "503"},
         ("/v1/tasks/{task_id}/webhook-deliveries", "get"): {"200", "404", "500", "503"},
         ("/v1/tasks/{task_id}/webhook-deliveries/{delivery_id}/redeliver", "post"): {
             "202",
@@ -116,7 +119,12 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
         ("/v1/schedules/{schedule_id}", "delete"): {"204", "403", "404", "500", "503"},
         ("/v1/schedules/{schedule_id}/pause", "post"): {"200", "403", "404", "500", "503"},
         ("/v1/schedules/{schedule_id}/resume", "post"): {"200", "403", "404", "500", "503"},
+        ("/v1/tenants/{tenant}/limits", "get"): {"200", "404", "500", "503"},
+        ("/v1/tenants/{tenant}/limits", "put"): {"200", "404", "415", "422", "500", "503"},
+        ("/v1/tenants/{tenant}/limits", "delete"): {"204", "404", "500", "503"},
         ("/v1/specialists", "get"): {"200", "500"},
+        ("/v1/specialists/{name}", "put"): {"200", "201", "403", "409", "422", "500", "503"},
+        ("/v1/specialists/{name}", "delete"): {"204", "403", "404", "409", "500", "503"},
         ("/v1/usage", "get"): {"200", "422", "500", "503"},
         ("/v1/limits", "get"): {"200", "403", "500", "503"},
         ("/v1/tenants/{tenant}/budget", "get"): {"200", "403", "404", "422", "500", "503"},
@@ -140,7 +148,7 @@ async def test_openapi_documents_every_route_and_its_problems(client: httpx.Asyn
     assert "ETag" in paths["/v1/tasks"]["post"]["responses"]["202"]["headers"]
     read = paths["/v1/tasks/{task_id}"]["get"]
     assert "ETag" in read["responses"]["200"]["headers"] and "ETag" in read["responses"]["304"]["headers"]
-    assert {p["name"] for p in read["parameters"]} == {"task_id", "wait", "If-None-Match"}
+    assert {p["name"] for p in read["parameters"]} == {"task_id", "wait", "If-None-Match", "fields"}
     events = paths["/v1/tasks/{task_id}/events"]["get"]
     assert set(events["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
     assert {p["name"] for p in events["parameters"]} == {"task_id", "after", "limit", "Last-Event-ID"}
@@ -194,3 +202,15 @@ async def test_internal_errors_answer_a_bare_500_problem(client: httpx.AsyncClie
         assert body["request_id"] == response.headers["x-request-id"]
         assert set(body) == {"type", "title", "status", "detail", "instance", "request_id"}
         assert "tasks" not in body["detail"] and "relation" not in response.text
+
+
+async def test_metrics_on_a_port_of_their_own_are_not_served_on_the_api_port(make_settings):
+    """With TASKYARD_API_METRICS_PORT (the chart sets it), /metrics answers 404 on the API's port, the
+    one an Ingress exposes, and Prometheus scrapes the metrics port."""
+    port = free_port()
+    async with serve(make_settings(metrics_port=port)) as client:
+        assert_problem(await client.get("/metrics"), 404, "not-found")
+        assert (await client.get("/healthz")).status_code == 200
+        async with httpx.AsyncClient() as scraper:
+            scraped = await scraper.get(f"http://127.0.0.1:{port}/metrics")
+        assert scraped.status_code == 200 and "taskyard_http_requests_total" in scraped.text

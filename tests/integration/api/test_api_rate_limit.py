@@ -51,7 +51,7 @@ async def test_a_burst_then_429_with_retry_after_and_ratelimit_headers(
         assert match and match.group(1) == "0" and int(match.group(2)) >= 1
         assert refused.headers["ratelimit-policy"] == '"submit";q=3;w=300'
         assert len((await client.get("/v1/tasks", headers=acme)).json()["items"]) == 3
-        # Reads are not limited, and another tenant has its own bucket.
+        # Reads draw on their own budget, and another tenant has its own bucket.
         assert (await client.get("/v1/tasks", headers=acme)).status_code == 200
         assert (await client.post("/v1/tasks", json={"input": "x"}, headers=globex)).status_code == 202
 
@@ -130,3 +130,29 @@ async def test_two_api_processes_share_one_limit(
     finally:
         for service in services:
             service.stop()
+
+
+async def test_reads_are_rate_limited_per_tenant(make_settings: MakeSettings, db_settings: DbSettings):
+    """Every GET under /v1 takes a token of the tenant's read bucket (in this API process): past the burst a
+    429 ``read-rate-limited`` with Retry-After, while another tenant reads and submissions go on."""
+    keys = await KeyStore.open(db_settings)
+    try:
+        acme = {"Authorization": f"Bearer {(await keys.create(tenant='acme', role=Role.SUBMITTER))[1]}"}
+        globex = {"Authorization": f"Bearer {(await keys.create(tenant='globex', role=Role.READER))[1]}"}
+    finally:
+        await keys.close()
+    # One token per 100 s: nothing refills while the test runs.
+    settings = make_settings(auth_enabled=True, read_rate_limit_per_second=0.01, read_rate_limit_burst=3)
+    async with serve(settings) as client:
+        for path in ("/v1/tasks", "/v1/specialists", "/v1/tasks"):
+            assert (await client.get(path, headers=acme)).status_code == 200
+        refused = await client.get("/v1/tasks", headers=acme)
+        body = assert_problem(refused, 429, "read-rate-limited")
+        assert "retry after" in body["detail"]
+        assert 1 <= int(refused.headers["retry-after"]) <= 100
+        assert refused.headers["ratelimit-policy"] == '"read";q=3;w=300'
+        assert refused.headers["ratelimit"].startswith('"read";r=0;')
+        assert (await client.get("/v1/tasks", headers=globex)).status_code == 200
+        assert (await client.post("/v1/tasks", json={"input": "x"}, headers=acme)).status_code == 202
+        document = (await client.get("/openapi.json")).json()
+        assert "429" in document["paths"]["/v1/tasks/{task_id}"]["get"]["responses"]

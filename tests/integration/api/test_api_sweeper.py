@@ -155,3 +155,33 @@ async def test_an_orphaned_scheduled_row_is_announced_with_its_not_before(
 
         await eventually(marked, what="the scheduled orphan to be marked published")
         await reader.assert_empty()
+
+
+async def test_the_grace_is_measured_by_the_database_clock_and_bad_rows_never_fill_the_batch(
+    make_settings: MakeSettings,
+    amqp_settings: AmqpSettings,
+    store: PostgresTaskStore,
+    intake: Callable[[], Awaitable[IntakeReader]],
+    monkeypatch,
+):
+    """Two ways an orphan used to wait forever: an API host whose clock runs behind the database's (the
+    cut-off was the host's time minus the grace, compared with updated_at written by the database), and a
+    batch filled by rows that can never be announced, re-selected every round."""
+    from taskyard_api.submission import sweeper
+
+    # The host's clock far behind the database's: a cut-off from it would be older than every row.
+    behind = utcnow().replace(year=2000)
+    monkeypatch.setattr(sweeper, "utcnow", lambda: behind, raising=False)
+    monkeypatch.setattr(sweeper, "BATCH_SIZE", 2)
+    bad = [await store.create(NewTask(id=uuid.uuid4(), input="bad", metadata={})) for _ in range(2)]
+    for task in bad:  # written by something else than the API: no intake message can carry it
+        await store.pool.execute(
+            "UPDATE tasks SET requested_specialist = 'Not A Name' WHERE id = $1", task.id
+        )
+    good = await store.create(NewTask(id=uuid.uuid4(), input="good", metadata={}))
+    amqp = amqp_settings.model_copy(update={"publish_timeout_seconds": 0.5})
+    async with serve(make_settings(amqp=amqp, sweeper_interval_seconds=0.1, sweeper_grace_seconds=0.6)):
+        reader = await intake()
+        [(message, _)] = await reader.take(1)
+        assert message.task_id == good.id
+        await reader.assert_empty()

@@ -11,7 +11,7 @@ from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, PostgresTaskStore, StartOutcome
 from taskyard_common.task_errors import TaskErrorType, task_error
-from tests.integration.api.conftest import IntakeReader, assert_problem
+from tests.integration.api.conftest import IntakeReader, MakeSettings, assert_problem, serve
 from tests.support.polling import eventually
 
 
@@ -150,7 +150,7 @@ async def test_list_pages_newest_first_and_filters(client: httpx.AsyncClient, st
     assert [item["id"] for item in by_specialist["items"]] == [i for i in newest_first if i in routed][:2]
     assert by_specialist["next_cursor"] is not None
     pending = (await client.get("/v1/tasks", params={"status": "pending", "specialist": "summarizer"})).json()
-    assert pending == {"items": [], "next_cursor": None}
+    assert pending == {"items": [], "next_cursor": None, "truncated": False}
 
     for params in (
         {"cursor": "garbage!"},
@@ -213,4 +213,27 @@ async def test_invalid_submissions_are_422_problems_and_store_nothing(client: ht
     huge = await client.post("/v1/tasks", content=b'{"input": {"n": ' + b"9" * 5000 + b"}}", headers=headers)
     assert_problem(huge, 400)
 
-    assert (await client.get("/v1/tasks")).json() == {"items": [], "next_cursor": None}
+    assert (await client.get("/v1/tasks")).json() == {"items": [], "next_cursor": None, "truncated": False}
+
+
+async def test_a_list_page_is_bounded_in_bytes_and_pages_on(
+    make_settings: MakeSettings, store: PostgresTaskStore
+):
+    """``limit`` counts items, ``TASKYARD_API_MAX_PAGE_BYTES`` bounds what they weigh: a page of large
+    tasks ends early with a cursor, and following the cursors still lists every task once."""
+    created = [
+        await store.create(NewTask(id=uuid.uuid4(), input=f"{i}" + "x" * 100_000, metadata={}))
+        for i in range(5)
+    ]
+    newest_first = [str(r.id) for r in sorted(created, key=lambda r: (r.created_at, r.id), reverse=True)]
+    async with serve(make_settings(max_page_bytes=250_000)) as client:
+        first = (await client.get("/v1/tasks", params={"limit": 5})).json()
+        assert len(first["items"]) == 2 and first["next_cursor"] is not None
+        seen = [item["id"] for item in first["items"]]
+        cursor = first["next_cursor"]
+        while cursor is not None:
+            page = (await client.get("/v1/tasks", params={"limit": 5, "cursor": cursor})).json()
+            assert 1 <= len(page["items"]) <= 2
+            seen += [item["id"] for item in page["items"]]
+            cursor = page["next_cursor"]
+        assert seen == newest_first

@@ -21,10 +21,13 @@ from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import BrokerAgentSettings, SchedulerSettings, ServiceSettings
 from taskyard_common.amqp import Publisher
+from taskyard_common.announce import destination
 from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import LiveCatalog
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import (
     IntakeMessage,
+    Priority,
     RoutingDecision,
     RoutingMethod,
     TaskInput,
@@ -86,7 +89,7 @@ def make_context(
     def make(publisher: Publisher, **broker: Any) -> AgentContext:
         return AgentContext(
             settings=make_settings(**broker),
-            catalog=catalog,
+            live=LiveCatalog.fixed(catalog),
             topology=bus.topology,
             store=store,
             publisher=publisher,
@@ -123,7 +126,9 @@ class Bus(SharedBus):
     """Sends intake messages, reads the specialist and dead-letter queues."""
 
     async def send(self, message: IntakeMessage) -> None:
-        await self.publisher.publish(self.topology.intake_exchange, INTAKE_ROUTING_KEY, message)
+        """Publish an intake message as the API would: to its priority's intake queue."""
+        native = self.publisher.native_priorities
+        await self.publisher.publish(*destination(self.topology, message, native=native), message)
 
     async def fill(self, specialist: str, max_length: int) -> int:
         """Fill a specialist queue until the broker refuses a publish (``reject-publish``); returns how many
@@ -182,8 +187,8 @@ class Bus(SharedBus):
         await eventually(arrived, timeout=15, what=f"a message on {queue_name}")
         return got[0]
 
-    async def wait_work(self, specialist: str) -> WorkMessage:
-        body = await self.wait_body(self.topology.specialist_queue(specialist))
+    async def wait_work(self, specialist: str, level: Priority = Priority.NORMAL) -> WorkMessage:
+        body = await self.wait_body(self.topology.specialist_queue(specialist, level))
         return WorkMessage.model_validate_json(body)
 
 
@@ -204,6 +209,7 @@ def new_task(store: PostgresTaskStore) -> Callable[..., Awaitable[IntakeMessage]
         metadata: dict[str, str] | None = None,
         deadline: datetime | None = None,
         timeout_seconds: float | None = None,
+        priority: Priority = Priority.NORMAL,
     ) -> IntakeMessage:
         task_id = uuid.uuid4()
         await store.create(
@@ -214,6 +220,7 @@ def new_task(store: PostgresTaskStore) -> Callable[..., Awaitable[IntakeMessage]
                 requested_specialist=requested,
                 deadline=deadline,
                 timeout_seconds=timeout_seconds,
+                priority=priority,
             )
         )
         return IntakeMessage(
@@ -224,6 +231,7 @@ def new_task(store: PostgresTaskStore) -> Callable[..., Awaitable[IntakeMessage]
             traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
             deadline=deadline,
             timeout_seconds=timeout_seconds,
+            priority=priority,
         )
 
     return create

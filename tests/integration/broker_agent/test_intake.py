@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_common.catalog import Catalog
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import IntakeMessage, RoutingDecision, RoutingMethod
+from taskyard_common.messages import IntakeMessage, Priority, RoutingDecision, RoutingMethod
 from taskyard_common.settings import LlmSettings
 from taskyard_common.store import PostgresTaskStore
 from tests.support.polling import eventually
@@ -53,6 +53,24 @@ async def test_explicit_specialist(run_agent, bus, new_task, store: PostgresTask
     assert (task.status, task.specialist, task.routing) == (TaskStatus.QUEUED, "support-analyst", expected)
     after = counter("taskyard_routing_decisions_total", method="explicit", specialist="support-analyst")
     assert after == before + 1
+
+
+async def test_each_priority_is_taken_from_its_intake_queue_and_routed_to_its_level_queue(
+    run_agent, bus, new_task, catalog
+):
+    """RabbitMQ 3.x: three intake queues consumed under one limit, three work queues per specialist."""
+    messages = {
+        level: await new_task(f"a {level.value} one", requested="general", priority=level)
+        for level in Priority
+    }
+    async with run_agent():
+        for message in messages.values():
+            await bus.send(message)
+        works = {level: await bus.wait_work("general", level) for level in Priority}
+    for level, work in works.items():
+        assert (work.task_id, work.priority) == (messages[level].task_id, level)
+    for name in bus.topology.work_queue_names(catalog.names):
+        assert await bus.depth(name) == 0, name
 
 
 async def test_llm_answer_is_used(run_agent, bus, new_task, store, devllm, llm_settings, catalog):

@@ -1,11 +1,15 @@
-"""The broker agent's queue collector: depth and consumers from the broker, oldest task age from the store."""
+"""The broker agent's queue collector: depth and consumers from the broker, oldest task age and the workflow
+gauges from the store."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 from prometheus_client import REGISTRY
 
 from taskyard_broker_agent.queue_metrics import QueueMetrics
+from taskyard_common.store import DEFAULT_TENANT, NewTask
 
 pytestmark = pytest.mark.integration
 
@@ -35,3 +39,27 @@ async def test_oldest_task_age_per_queue_comes_from_the_store(
     assert gauge("taskyard_queue_oldest_task_age_seconds", work_queues["summarizer"]) >= 60
     assert gauge("taskyard_queue_oldest_task_age_seconds", work_queues["general"]) == 0
     assert gauge("taskyard_queue_messages_ready", work_queues["general"]) == 0
+
+
+async def test_workflow_gauges_come_from_the_store(bus, store, make_context):
+    """Groups and chains in progress and the waiting parents, as the store counts them each round."""
+    collector = QueueMetrics(make_context(bus.publisher), bus.connection)
+    group_id = uuid.uuid4()
+    children = [NewTask(id=uuid.uuid4(), input=f"part {i}", metadata={}, group_id=group_id, group_role="child")
+                for i in range(2)]  # fmt: skip
+    await store.create_group(group_id, tenant=DEFAULT_TENANT, tasks=children, reduce={}, metadata={})
+    await store.create(
+        NewTask(id=uuid.uuid4(), input="step 1", metadata={}, chain_rest=[{"instructions": "2"}])
+    )
+    parent = uuid.uuid4()
+    await store.create(NewTask(id=parent, input="parent", metadata={}))
+    await store.pool.execute("UPDATE tasks SET status = 'waiting' WHERE id = $1", parent)
+    await collector.sample_workflows()
+    sample = REGISTRY.get_sample_value
+    assert sample("taskyard_workflows_in_progress", {"kind": "group"}) == 1
+    assert sample("taskyard_workflows_in_progress", {"kind": "chain"}) == 1
+    assert sample("taskyard_waiting_parents", {"kind": "delegation"}) == 1
+    assert sample("taskyard_waiting_parents", {"kind": "multi_route"}) == 0
+    await store.cancel_group(group_id)
+    await collector.sample_workflows()
+    assert sample("taskyard_workflows_in_progress", {"kind": "group"}) == 0

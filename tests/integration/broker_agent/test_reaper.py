@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from prometheus_client import REGISTRY
 
 from taskyard_broker_agent.reaper import Reaper
 from taskyard_common.amqp import Publisher
+from taskyard_common.errors import StoreUnavailable
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import WorkMessage
+from taskyard_common.settings import DbSettings
+from taskyard_common.store import PostgresTaskStore
 from taskyard_common.topology import declare
 from tests.support.polling import eventually
+from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.integration
 
@@ -171,3 +177,68 @@ async def test_refused_publish_is_retried_next_round(
         again = await bus.wait_work("summarizer")
         await eventually(published(store, work.task_id), what="the publish to be marked")
     assert again.task_id == work.task_id
+
+
+async def test_leases_that_ran_out_while_the_database_was_away_are_left_to_their_workers_heartbeats(
+    bus, routed_task, store, db_settings, amqp_settings, make_context
+):
+    # An outage longer than the lease: the worker's heartbeat could not renew it, the worker is alive.
+    alive = (await routed_task("general")).task_id
+    await lose_lease(store, alive)
+    url = urlsplit(db_settings.url.get_secret_value())
+    user = url.netloc.rsplit("@", 1)[0] + "@" if "@" in url.netloc else ""
+    async with TcpProxy(url.hostname or "127.0.0.1", url.port or 5432) as proxy:
+        proxied = DbSettings(
+            url=urlunsplit(url._replace(netloc=f"{user}127.0.0.1:{proxy.port}")),
+            db_schema=db_settings.db_schema,
+            command_timeout_seconds=2,
+        )
+        reaper_store = await PostgresTaskStore.open(proxied)
+        publisher = await Publisher.open(bus.connection, amqp_settings)
+        try:
+            context = make_context(publisher, reaper_interval_seconds=0.05, reaper_recovery_grace_seconds=1)
+            reaper = Reaper(dataclasses.replace(context, store=reaper_store))
+            await proxy.stop()
+            with pytest.raises(StoreUnavailable):
+                await reaper.sweep()
+            await proxy.resume()
+            back = await reaper.sweep()
+            assert (back.requeued, back.held_back) == ([], 1)
+            # The live worker's first heartbeat through renews its lease; a dead worker's stays expired.
+            assert (await store.heartbeat("ghost", [alive], 30))[0] == {alive}
+            dead = (await routed_task("general")).task_id
+            await lose_lease(store, dead)
+
+            async def dead_one_reclaimed() -> bool:
+                return (await reaper.sweep()).requeued == [dead]
+
+            await eventually(dead_one_reclaimed, what="the dead worker's task reclaimed after the grace")
+        finally:
+            await publisher.close()
+            await reaper_store.close()
+    task = await store.get(alive)
+    assert (task.status, task.lease_owner, task.lease_expirations) == (TaskStatus.RUNNING, "ghost", 0)
+
+
+async def test_tasks_it_cannot_republish_never_fill_its_batch(
+    bus, routed_task, store, amqp_settings, catalog, make_context
+):
+    """Stale tasks whose specialist has no queue (deleted by hand) come back unroutable every round: they
+    are left out for a while, so a batch full of them never starves a task that can be sent."""
+    await declare(bus.channel, bus.topology, catalog.names, amqp_settings)
+    stuck = [await routed_task("general") for _ in range(2)]
+    sendable = await routed_task("summarizer")
+    for work in (*stuck, sendable):  # reclaimed by an agent that died before its publish, oldest first
+        await lose_lease(store, work.task_id)
+        assert await store.reclaim(work.task_id, max_expirations=3) is TaskStatus.QUEUED
+    await bus.channel.queue_delete(bus.topology.specialist_queue("general"))
+    publisher = await Publisher.open(bus.connection, amqp_settings)
+    try:
+        reaper = Reaper(make_context(publisher, republish_after_seconds=0.001), batch_size=2)
+        await asyncio.sleep(0.01)
+        first = await reaper.sweep()
+        assert first.republished == []
+        second = await reaper.sweep()
+        assert second.republished == [sendable.task_id]
+    finally:
+        await publisher.close()

@@ -4,9 +4,12 @@ test_intake.py.)"""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from prometheus_client import REGISTRY
 
+from taskyard_broker_agent.routing.guard import DirectiveGuard
 from taskyard_broker_agent.routing.router import Router
 from taskyard_common.catalog import Catalog
 from taskyard_common.llm_limits import LlmLimits
@@ -123,6 +126,43 @@ async def test_identical_requests_are_answered_from_the_cache(devllm, make_route
     assert (again.cached, again.llm_calls, again.tokens) == (True, 0, 0)
     assert first.cached is False and first.tokens > 0
     assert counter("taskyard_routing_cache_total", result="hit") == hits + 1
+
+
+async def test_the_cache_is_per_tenant(devllm, make_router):
+    """A cached decision shows (``cached``, no tokens, a short latency): one tenant must never learn that
+    another sent the same text, so tenants never share an entry."""
+    model = devllm.new_model()
+    await devllm.script(model, [route_task("summarizer")], repeat_last=True)
+    router = make_router(model)
+    assert (await router.route("Summarize this report", "acme")).cached is False
+    assert (await router.route("Summarize this report", "globex")).cached is False
+    assert (await router.route("summarize THIS report", "acme")).cached is True
+    assert len(await devllm.requests(model)) == 2
+
+
+async def test_a_large_request_is_inspected_off_the_event_loop(devllm, catalog, llm_settings):
+    """The guard and the cache key read the whole request (up to 256 KiB: 100-280 ms of CPU): for a large
+    one they run in a worker thread, so the agent's event loop keeps serving other deliveries meanwhile."""
+    model = devllm.new_model()
+    await devllm.script(model, [route_task("summarizer")], repeat_last=True)
+    threads: list[int] = []
+
+    class Recording(DirectiveGuard):
+        def inspect(self, task_input):
+            threads.append(threading.get_ident())
+            return super().inspect(task_input)
+
+    router = Router.create(catalog, llm_settings(model))
+    router._guard = Recording(catalog.names)
+    try:
+        await router.route("Summarize this report", "acme")
+        await router.route({"text": "Summarize this report. " * 2000}, "acme")
+        cached = await router.route({"text": "summarize this report. " * 2000}, "acme")
+    finally:
+        await router.close()
+    loop = threading.get_ident()
+    assert threads[0] == loop and threads[1] != loop and threads[2] != loop
+    assert cached.cached is True  # the key computed in the thread is the same key
 
 
 async def test_the_cache_can_be_turned_off(devllm, make_router):

@@ -1,8 +1,5 @@
 """The SDK against the real thing: the API, the broker agent and a worker as processes (the ``cluster``
 fixture), RabbitMQ, PostgreSQL and the development model server.
-
-Task groups are not here: their route is being added on another branch (tests/unit/client/test_client_groups.py
-plays it with a mock transport until then).
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ from taskyard_devkit.cluster import Cluster
 from taskyard_devkit.devllm import DevLlm
 from tests.support.catalogs import write_catalog
 from tests.support.dead_letters import reject_work_messages
+from tests.support.polling import eventually
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -187,3 +185,36 @@ async def test_an_operator_replays_and_discards_dead_letters_with_the_sdk(
         with pytest.raises(NotFound):
             await sdk.dead_letter(tasks[1].id)
         assert (await sdk.get(tasks[1].id)).status == "dead_lettered"
+
+
+@pytest.mark.timeout(240)
+async def test_a_group_with_a_reduce_step_and_its_cancel_through_the_sdk(
+    cluster: Cluster, devllm: DevLlm, catalog: Catalog, tmp_path: Path
+) -> None:
+    await devllm.script(cluster.model, [{"content": "one answer"}], repeat_last=True)
+    await streaming_cluster(cluster, catalog, tmp_path)
+    async with AsyncClient(cluster.api_url, retry=QUICK) as sdk:
+        key = f"group-{uuid.uuid4()}"
+        tasks = [{"input": f"Summarize item {n}.", "specialist": "general"} for n in range(3)]
+        group = await sdk.submit_group(tasks, reduce={"specialist": "general"}, idempotency_key=key)
+        assert group.status == "running" and group.total == 3 and len(group.child_ids) == 3
+        again = await sdk.submit_group(tasks, reduce={"specialist": "general"}, idempotency_key=key)
+        assert again.id == group.id, "the same key names the same group"
+
+        async def finished() -> bool:
+            return (await sdk.group(group.id)).status == "completed"
+
+        await eventually(finished, timeout=60, what="the group to complete")
+        done = await sdk.group(group.id)
+        assert done.counts.get("completed") == 3 and done.reduce_task_id is not None
+        reduced = await sdk.wait(done.reduce_task_id, timeout=30)
+        assert reduced.status == TaskStatus.COMPLETED
+
+        # Children nobody runs (no summarizer worker): the cancel reaches each of them.
+        idle = await sdk.submit_group([{"input": f"never {n}", "specialist": "summarizer"} for n in range(2)])
+        cancelled = await sdk.cancel_group(idle.id)
+        assert cancelled.status == "cancelled"
+        for child in cancelled.child_ids:
+            assert (await sdk.get(child)).status == TaskStatus.CANCELLED
+        with pytest.raises(NotFound):
+            await sdk.group(uuid.uuid4())

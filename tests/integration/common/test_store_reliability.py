@@ -70,9 +70,52 @@ async def test_retry_records_the_attempt_and_the_next_start_counts_it(store):
     retrying = await store.get(task_id)
     assert retrying.status is TaskStatus.RETRYING and retrying.next_attempt_at == due
     assert retrying.attempt_log == [entry] and retrying.lease_owner is None
+    await backoff_over(store, task_id)
     second = await store.start(task_id, owner="w2", lease_seconds=5, attempt=2)
     assert second.outcome is StartOutcome.STARTED and second.record.attempts == 2
     assert second.record.next_attempt_at is None
+
+
+async def backoff_over(store, task_id) -> None:
+    await store.pool.execute(
+        "UPDATE tasks SET next_attempt_at = clock_timestamp() - interval '1 second' WHERE id = $1", task_id
+    )
+
+
+async def retrying(store, *, charged: bool, due_in: timedelta):
+    """A task whose first attempt failed: a retry due ``due_in`` from now, charged or not."""
+    task_id = await queued(store)
+    await store.start(task_id, owner="w", lease_seconds=5, attempt=1)
+    entry = {"attempt": 1, "error": "e", "delay_seconds": 60, "charged": charged}
+    due = datetime.now(UTC) + due_in
+    assert await store.schedule_retry(task_id, "w", entry=entry, next_attempt_at=due, usage=Usage())
+    return task_id
+
+
+async def test_a_retrying_task_starts_only_from_its_next_attempts_message_once_due(store):
+    task_id = await retrying(store, charged=True, due_in=timedelta(seconds=60))
+    # A copy of the failed attempt's message (its ack was lost): never runs, before or after the backoff.
+    assert (await store.start(task_id, owner="x", lease_seconds=5, attempt=1)).outcome is StartOutcome.STALE
+    # The retry's own message, early: not before its backoff is over.
+    early = await store.start(task_id, owner="x", lease_seconds=5, attempt=2)
+    assert early.outcome is StartOutcome.NOT_DUE and 0 < early.retry_due_in_seconds <= 60
+    assert await store.start_many({task_id: 2}, owner="x", lease_seconds=5) == {}
+    task = await store.get(task_id)
+    assert (task.status, task.attempts, task.lease_owner) == (TaskStatus.RETRYING, 1, None)
+    await backoff_over(store, task_id)
+    assert await store.start_many({task_id: 1}, owner="x", lease_seconds=5) == {}
+    assert (await store.start(task_id, owner="x", lease_seconds=5, attempt=1)).outcome is StartOutcome.STALE
+    started = await store.start_many({task_id: 2}, owner="x", lease_seconds=5)
+    assert started[task_id].attempts == 2 and started[task_id].status is TaskStatus.RUNNING
+
+
+async def test_an_uncharged_retry_starts_from_a_message_of_the_same_attempt(store):
+    task_id = await retrying(store, charged=False, due_in=timedelta(seconds=60))
+    early = await store.start(task_id, owner="x", lease_seconds=5, attempt=1)
+    assert early.outcome is StartOutcome.NOT_DUE
+    await backoff_over(store, task_id)
+    started = await store.start(task_id, owner="x", lease_seconds=5, attempt=1)
+    assert started.outcome is StartOutcome.STARTED and started.record.attempts == 1
 
 
 async def test_deadline_passed_before_start_fails_as_expired(store):

@@ -111,6 +111,21 @@ async def test_expire_fails_only_a_task_not_started_yet(store):
     assert not await store.expire(waiting, "again"), "finished already"
 
 
+async def test_fail_unstarted_never_fails_a_task_a_worker_started(store):
+    """The broker agent's failures (routing gave up, unknown specialist) are conditional in the statement:
+    a worker that started the task after the agent read it keeps it (no read-then-fail race)."""
+    error = task_error(TaskErrorType.ROUTING_FAILED, "routing failed 5 times")
+    running = await queued(store)
+    await store.start(running, owner="w", lease_seconds=30, attempt=1)
+    assert not await store.fail_unstarted(running, error)
+    task = await store.get(running)
+    assert (task.status, task.lease_owner, task.error) == (TaskStatus.RUNNING, "w", None)
+    for waiting in (await pending(store), await queued(store)):
+        assert await store.fail_unstarted(waiting, error)
+        assert (await store.get(waiting)).error == error
+        assert not await store.fail_unstarted(waiting, error), "finished already"
+
+
 async def test_fail_with_an_owner_needs_the_lease_without_one_any_unfinished_task(store):
     error = task_error(TaskErrorType.AGENT_ERROR, "no")
     running = await queued(store)

@@ -9,9 +9,11 @@ import uuid
 import aio_pika
 import pytest
 
-from taskyard_common.amqp import Publisher, connect, server_version
+from taskyard_common.amqp import Publisher, connect
+from taskyard_common.announce import publish_then_mark
+from taskyard_common.broker_version import server_version
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, TopologyMismatch, Unroutable
-from taskyard_common.messages import IntakeMessage
+from taskyard_common.messages import IntakeMessage, Priority
 from taskyard_common.retry import publish_delayed
 from taskyard_common.settings import AmqpSettings
 from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology, declare, declare_specialist, work_target
@@ -179,7 +181,7 @@ async def test_declare_specialist_matches_the_whole_topology(connection, amqp_se
     channel = await connection.channel()
     name = catalog.names[0]
     queues = await declare_specialist(channel, topology, name, amqp_settings)
-    assert set(queues) == {topology.specialist_queue(name), topology.quarantine_queue(name)}
+    assert set(queues) == {*topology.specialist_queues(name), topology.quarantine_queue(name)}
     await declare(channel, topology, catalog.names, amqp_settings)
     await declare_specialist(channel, topology, name, amqp_settings)
     confirming = await connection.channel(publisher_confirms=True, on_return_raises=True)
@@ -194,3 +196,48 @@ async def test_declare_specialist_matches_the_whole_topology(connection, amqp_se
     other = AmqpSettings(url=amqp_settings.url, prefix=amqp_settings.prefix, delivery_limit=9)
     with pytest.raises(TopologyMismatch):
         await declare_specialist(await connection.channel(), topology, name, other)
+
+
+async def test_the_dead_letter_queue_keeps_a_letter_through_many_requeues(connection, amqp_settings, catalog):
+    """The dead-letter consumer requeues with ``reject`` while PostgreSQL is down; past any delivery limit
+    a dead letter would be dropped (the queue has no dead-letter exchange). 25 requeues: more than RabbitMQ
+    4.x's default limit of 20, and enough to catch a ``-1`` that 3.x reads as "drop at once"."""
+    topology = Topology(amqp_settings.prefix)
+    declared = await declare(await connection.channel(), topology, catalog.names, amqp_settings)
+    dead_letters = declared.queues[topology.dead_letter_queue]
+    channel = await connection.channel()
+    await channel.default_exchange.publish(aio_pika.Message(b"{}"), routing_key=dead_letters.name)
+    queue = await channel.get_queue(dead_letters.name, ensure=False)
+    for _ in range(25):
+        letter = await _get(queue)
+        await letter.reject(requeue=True)
+    last = await _get(queue)
+    await last.ack()
+
+
+async def test_each_priority_reaches_its_levels_queue_directly_and_through_the_delay_queues(
+    connection, amqp_settings, catalog
+):
+    """RabbitMQ 3.x: one queue per level for the intake and each specialist; a retry comes back to its own
+    level's queue."""
+    topology = Topology(amqp_settings.prefix)
+    declared = await declare(await connection.channel(), topology, catalog.names, amqp_settings)
+    publisher = await Publisher.open(connection, amqp_settings)
+    try:
+        for level in Priority:
+            intake = IntakeMessage(task_id=uuid.uuid4(), input="x", priority=level)
+            await publish_then_mark(publisher, topology, intake, None)
+            arrived = await _get(declared.queues[topology.intake_level_queue(level)])
+            assert arrived.message_id == str(intake.task_id)
+            await arrived.ack()
+            later = IntakeMessage(task_id=uuid.uuid4(), input="x", priority=level)
+            await publish_delayed(
+                publisher, topology, work_target("general", publisher.level(level)), later, 0
+            )
+            arrived = await _get(declared.queues[topology.specialist_queue("general", level)])
+            assert arrived.message_id == str(later.task_id)
+            await arrived.ack()
+        for name in topology.work_queue_names(catalog.names):
+            assert await declared.queues[name].get(fail=False) is None, name
+    finally:
+        await publisher.close()

@@ -82,6 +82,20 @@ async def test_calculator_round_trip(client, devllm):
         tools=tools,
     )
     assert "84" in second.choices[0].message.content
+    # One conversation (named by its first user message): two calls, one final answer.
+    assert await devllm.conversations(model) == ({"What is 12 * (3 + 4)?": 2}, {"What is 12 * (3 + 4)?": 1})
+
+
+async def test_final_answers_are_counted_per_conversation_and_errors_are_not(client, devllm):
+    model = devllm.new_model()
+    await devllm.script(model, [{"status": 500}])
+    with pytest.raises(openai.InternalServerError):
+        await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "task 1"}])
+    for text in ("task 1", "task 1", "task 2"):
+        await client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}])
+    assert await devllm.conversations(model) == ({"task 1": 3, "task 2": 1}, {"task 1": 2, "task 2": 1})
+    callers = await devllm.callers(model)
+    assert sorted(callers) == ["task 1", "task 2"] and callers["task 1"].startswith("127.0.0.1:")
 
 
 async def test_a_by_turn_script_answers_each_turn_the_same_every_time(client, devllm):

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from taskyard_common.catalog import Catalog
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput, WorkMessage
+from taskyard_common.messages import Priority, RoutingDecision, RoutingMethod, TaskInput, WorkMessage
 from taskyard_common.model_specs import ModelSpec
 from taskyard_common.settings import (
     AmqpSettings,
@@ -46,6 +46,7 @@ def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
         publish: bool = True,
         deadline: datetime | None = None,
         timeout_seconds: float | None = None,
+        priority: Priority = Priority.NORMAL,
     ) -> WorkMessage:
         task_id = uuid.uuid4()
         decision = RoutingDecision(
@@ -53,14 +54,21 @@ def submit(store: PostgresTaskStore, bus: Bus) -> Submit:
         )
         limits = {"deadline": deadline, "timeout_seconds": timeout_seconds}
         await store.create(
-            NewTask(id=task_id, input=task_input, metadata={}, timeout_seconds=timeout_seconds)
+            NewTask(
+                id=task_id, input=task_input, metadata={}, timeout_seconds=timeout_seconds, priority=priority
+            )
         )
         assert await store.route(task_id, decision)
         if deadline is not None:
             # Set after routing: a deadline already past is the one a task reached while queued.
             await store.pool.execute("UPDATE tasks SET deadline = $2 WHERE id = $1", task_id, deadline)
         message = WorkMessage(
-            task_id=task_id, specialist=specialist, input=task_input, routing=decision, **limits
+            task_id=task_id,
+            specialist=specialist,
+            input=task_input,
+            routing=decision,
+            priority=priority,
+            **limits,
         )
         if publish:
             await bus.send_work(message)

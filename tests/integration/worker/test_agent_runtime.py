@@ -119,6 +119,30 @@ async def test_bad_tool_calls_become_error_results_the_model_reads(
     assert ids == [m["tool_call_id"] for m in second["messages"] if m["role"] == "tool"]
 
 
+async def test_the_tool_calls_of_one_reply_are_bounded(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    """Past ``max_tool_calls_per_reply`` the calls of a reply are answered with an error, not run: one
+    step never holds more than that many results (each http_fetch holds up to its byte cap)."""
+    model = devllm.new_model()
+    calls = [{"name": "calculator", "arguments": {"expression": f"{n} + 1"}} for n in range(5)]
+    await devllm.script(model, [{"tool_calls": calls}, {"content": "final"}])
+    bounded = Agent(spec(), client, model, tools, max_tool_output_chars=200, max_tool_calls_per_reply=3)
+    result = await bounded.run("go")
+    assert result.output == "final"
+    assert [c["ok"] for c in result.tool_calls] == [True, True, True, False, False]
+    second = (await devllm.requests(model))[1]
+    results = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    assert results[:3] == ["1", "2", "3"]
+    assert (
+        results[3]
+        == results[4]
+        == ("error: at most 3 tool calls run per reply; this one was not run, call it again")
+    )
+    ids = [c["id"] for c in second["messages"][-6]["tool_calls"]]
+    assert ids == [m["tool_call_id"] for m in second["messages"] if m["role"] == "tool"]
+
+
 async def test_no_tools_offered_when_the_specialist_has_none(
     client: openai.AsyncOpenAI, devllm: DevLlm
 ) -> None:
@@ -162,6 +186,28 @@ async def test_llm_errors_are_classified(
     await devllm.script(model, [{"status": status}])
     with pytest.raises(error, match=f"HTTP {status}"):
         await agent(client, model, tools, llm_retries=0).run("hello")
+
+
+async def test_a_providers_refusal_text_never_reaches_the_task_error(
+    client: openai.AsyncOpenAI,
+    tools: ToolRegistry,
+    devllm: DevLlm,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An OpenAI 401 names the worker's (masked) key: the task's error, which the tenant reads, says what
+    the status means in words of ours; the provider's text goes to the log only, with the key taken out."""
+    model = devllm.new_model()
+    leaked = "Incorrect API key provided: sk-proj-Ab12****************************wXyZ. You can find your key"
+    await devllm.script(model, [{"status": 401, "error_message": leaked}])
+    with pytest.raises(LlmRejected) as raised:
+        await agent(client, model, tools, llm_retries=0).run("hello")
+    message = str(raised.value)
+    assert message == (
+        "LLM answered HTTP 401: the provider refused the worker's credentials: an operator must fix the LLM "
+        "settings"
+    )
+    assert "sk-proj" not in caplog.text and "Ab12" not in caplog.text
+    assert "Incorrect API key provided: [redacted]" in caplog.text
 
 
 async def test_provider_blips_are_absorbed_inside_the_step(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import RoutingDecision, RoutingMethod, WorkMessage
+from taskyard_common.messages import Priority, RoutingDecision, RoutingMethod, WorkMessage
 from taskyard_worker.app import running_worker
 from taskyard_worker.settings import ServiceSettings
 from tests.integration.worker.helpers import Harness, wait_outcome
@@ -45,7 +45,7 @@ async def test_a_parent_waits_without_a_slot_and_resumes_with_its_childs_answer(
     )
     await harness.devllm.script(harness.model, [{"content": "one two three"}], by_turn=True, when="child job")
     settings = make_settings(catalog=write_catalog(concurrency=1, tools=("calculator", "delegate")))
-    parent = await harness.submit("parent task: please delegate")
+    parent = await harness.submit("parent task: please delegate", priority=Priority.HIGH)
     async with running_worker(settings, "general") as worker:
         waiting = await harness.wait(parent.task_id, TaskStatus.WAITING)
         await wait_outcome(worker, "delegated")
@@ -58,6 +58,7 @@ async def test_a_parent_waits_without_a_slot_and_resumes_with_its_childs_answer(
         # The one slot (concurrency 1) runs the child while the parent waits.
         [child] = await route_children(harness, parent.task_id)
         assert child.parent_id == parent.task_id and child.depth == 1
+        assert child.priority is Priority.HIGH, "delegated work waits at its parent's priority"
         done_child = await harness.wait(child.id, TaskStatus.COMPLETED)
         done = await harness.wait(parent.task_id, TaskStatus.COMPLETED)
     assert done_child.result is not None and done_child.result["output"] == "one two three"

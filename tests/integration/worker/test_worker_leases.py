@@ -21,11 +21,14 @@ pytestmark = pytest.mark.integration
 async def test_a_second_worker_defers_a_task_another_one_holds(
     harness: Harness, make_settings: Callable[..., ServiceSettings], write_catalog: Callable[..., Path]
 ) -> None:
-    # Concurrency 1: the first worker's prefetch is full, so the duplicate goes to the second worker.
-    settings = make_settings(catalog=write_catalog(concurrency=1), lease_seconds=3)
+    # Concurrency 1, and the first worker's prefetch per level is 1 too (a job-mode worker's: the idle exit
+    # itself only applies to the process entry point), so it is full and the duplicate goes to the second.
+    catalog = write_catalog(concurrency=1)
+    settings = make_settings(catalog=catalog, lease_seconds=3)
+    first_settings = make_settings(catalog=catalog, lease_seconds=3, exit_when_idle_seconds=3600)
     await harness.script([{"delay_seconds": 4, "content": "only once"}])
     message = await harness.submit()
-    async with running_worker(settings, "general") as first:
+    async with running_worker(first_settings, "general") as first:
         record = await harness.wait(message.task_id, TaskStatus.RUNNING)
         assert record.lease_owner == first.owner
         async with running_worker(settings, "general") as second:

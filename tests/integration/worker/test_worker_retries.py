@@ -126,3 +126,30 @@ async def test_a_task_past_its_deadline_fails_as_expired_without_running(harness
     assert record.error is not None and record.error.type == "expired"
     assert await harness.llm_requests() == []
     assert await harness.bus.work_depth() == 0
+
+
+async def test_duplicate_messages_of_a_retrying_task_neither_skip_its_backoff_nor_fork_a_second_chain(
+    harness: Harness, make_settings: Callable[..., ServiceSettings], write_catalog: Callable[..., Path]
+) -> None:
+    await harness.script([{"status": 500}], repeat_last=True)
+    message = await harness.submit()
+    backoff = {"backoff_base_seconds": 2, "backoff_max_seconds": 2}
+    catalog = write_catalog(**{**FAST_RETRIES, **backoff, "max_attempts": 3})
+    # A short lease: a copy that finds the task running comes back soon after (lease + 1 s).
+    async with running_worker(make_settings(catalog=catalog, lease_seconds=2), "general") as worker:
+        await harness.wait(message.task_id, TaskStatus.RETRYING)
+        # While attempt 2 waits out its backoff: a copy of attempt 1's message (an ack lost after the retry
+        # was scheduled) and an early copy of attempt 2's own message.
+        await harness.bus.send_work(message)
+        await harness.bus.send_work(message.model_copy(update={"attempt": 2}))
+        await wait_outcome(worker, "stale")
+        record = await harness.wait(message.task_id, TaskStatus.FAILED)
+
+        async def settled() -> bool:
+            return await harness.bus.delayed() == 0 and await harness.bus.work_depth() == 0
+
+        await eventually(settled, what="every copy settled")
+    # Three runs for three attempts: no copy ran early, none started a second retry chain.
+    assert len(await harness.llm_requests()) == 3
+    assert record.attempts == 3 and [e["attempt"] for e in record.attempt_log] == [1, 2]
+    assert worker.handler.outcomes["retry_scheduled"] == 2

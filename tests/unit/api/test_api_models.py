@@ -7,7 +7,7 @@ from pydantic import ValidationError
 from taskyard_api.json_values import MAX_INPUT_DEPTH
 from taskyard_api.models import TaskDocument, TaskSubmission
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
+from taskyard_common.messages import RoutedPart, RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import TaskRecord
 
 
@@ -138,3 +138,21 @@ def test_task_document_shows_the_dead_letter_only_while_dead_lettered():
     assert TaskDocument.from_record(_record(dead_letter=summary)).dead_letter is None, "replayed since"
     odd = TaskDocument.from_record(_record(status=TaskStatus.DEAD_LETTERED, dead_letter={"reason": 7}))
     assert odd.dead_letter is not None and odd.dead_letter.reason == "7"
+
+
+def test_task_document_shows_the_parts_of_a_split_request():
+    parts = (
+        RoutedPart(specialist="summarizer", job="sum it up"),
+        RoutedPart(specialist="researcher", job="sources"),
+    )
+    routing = RoutingDecision(method=RoutingMethod.RULES, specialist="general", reason="distinct jobs", confidence=0.6,
+                              parts=parts)  # fmt: skip
+    group = uuid.uuid4()
+    document = TaskDocument.from_record(
+        _record(status=TaskStatus.WAITING, routing=routing, group_id=group, group_role="reduce")
+    )
+    assert document.routing is not None
+    assert [(p.specialist, p.job) for p in document.routing.parts] == [("summarizer", "sum it up"),
+                                                                         ("researcher", "sources")]  # fmt: skip
+    assert document.group is not None and (document.group.id, document.group.role) == (group, "reduce")
+    assert TaskDocument.from_record(_record()).routing.parts == []  # type: ignore[union-attr]

@@ -97,6 +97,13 @@ def test_targets_from_rows() -> None:
     assert streams.met is True and streams.measured.startswith("45.0 ms")
     assert verdicts["taskyard e2e no-op throughput vs broker limit"].met is True
 
+    backlog, stream = _row("priority.backlog", 220, 20.0), _row("priority.stream", 400, 30.0)
+    backlog.extra["p95_ratio"], stream.extra["low_share"] = 0.08, 0.30
+    verdicts = {t.name: t for t in evaluate([*rows, backlog, stream])}
+    ratio = verdicts["20 highs behind 200 lows: highs' p95 wait vs lows' (issue 15)"]
+    assert ratio.met is True and ratio.measured == "8.00 %"
+    assert verdicts["lows' share of the starts under a stream of highs (issue 15)"].met is False  # 30 %
+
     rows[3].status = TIMED_OUT  # a timed-out run never meets a target
     assert evaluate(rows)[0].met is False
     assert all(t.met is None for t in evaluate([]))

@@ -5,7 +5,7 @@ import json
 import pytest
 from openai.types.chat import ChatCompletion
 
-from taskyard_broker_agent.routing.router import InvalidAnswer, parse_answer
+from taskyard_broker_agent.routing.answers import InvalidAnswer, parse_answer
 from taskyard_common.messages import RoutingMethod
 
 NAMES = ("summarizer", "support-analyst", "researcher", "general")

@@ -165,7 +165,11 @@ def test_specialist_from_the_work_message_or_the_queue():
     assert specialist_of({"specialist": "researcher"}, "p.work.summarizer", TOPOLOGY) == "researcher"
     assert specialist_of({}, "p.work.summarizer", TOPOLOGY) == "summarizer"
     assert specialist_of({}, "p.quarantine.general", TOPOLOGY) == "general"
+    # A priority level's queue names its specialist too.
+    assert specialist_of({}, "p.work.summarizer.high", TOPOLOGY) == "summarizer"
+    assert specialist_of({}, "p.work.summarizer.low", TOPOLOGY) == "summarizer"
     assert specialist_of({"specialist": "Not Valid"}, "p.intake", TOPOLOGY) is None
+    assert specialist_of({}, "p.intake.high", TOPOLOGY) is None
     assert specialist_of({}, "other.work.summarizer", TOPOLOGY) is None
 
 

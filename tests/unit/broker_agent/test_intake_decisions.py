@@ -77,11 +77,10 @@ def task(
 
 
 def test_a_pending_task_is_routed(catalog: Catalog):
-    assert decide_intake(message(), task(TaskStatus.PENDING), catalog, NOW) == Route()
-    assert (
-        decide_intake(message(deadline=LATER), task(TaskStatus.PENDING, deadline=LATER), catalog, NOW)
-        == Route()
-    )
+    assert decide_intake(message(), task(TaskStatus.PENDING), catalog, NOW) == Route("default")
+    assert decide_intake(
+        message(deadline=LATER), task(TaskStatus.PENDING, deadline=LATER), catalog, NOW
+    ) == Route("default")
 
 
 def test_a_requested_specialist_of_the_catalog_is_recorded_without_routing(catalog: Catalog):
@@ -211,11 +210,13 @@ def test_a_pending_task_with_a_not_before_ahead_waits_too(catalog: Catalog):
 
 def test_a_scheduled_task_once_due_is_routed_or_recorded(catalog: Catalog):
     stored = task(TaskStatus.SCHEDULED, not_before=PAST)
-    assert decide_intake(message(not_before=PAST), stored, catalog, NOW) == Route()
+    assert decide_intake(message(not_before=PAST), stored, catalog, NOW) == Route("default")
     got = decide_intake(message("summarizer", not_before=PAST), stored, catalog, NOW)
     assert isinstance(got, Record) and got.decision.specialist == "summarizer"
     # Exactly at not_before counts as due (the store routes once not_before <= its clock).
-    assert decide_intake(message(), task(TaskStatus.SCHEDULED, not_before=NOW), catalog, NOW) == Route()
+    assert decide_intake(message(), task(TaskStatus.SCHEDULED, not_before=NOW), catalog, NOW) == Route(
+        "default"
+    )
 
 
 def test_the_explicit_path_reads_the_task_only_when_the_message_says_not_due():
@@ -243,7 +244,7 @@ def test_the_database_clock_ahead_only_makes_one_short_extra_hop(catalog: Catalo
     # the whole cost (the next look routes it).
     stored = task(TaskStatus.SCHEDULED, not_before=ahead(0.4))
     assert decide_intake(message(), stored, catalog, NOW) == Delay(1, ahead(0.4))
-    assert decide_intake(message(), stored, catalog, ahead(1)) == Route()
+    assert decide_intake(message(), stored, catalog, ahead(1)) == Route("default")
 
 
 def test_a_refusal_nearer_the_deadline_than_the_not_before_is_an_expiry(catalog: Catalog):

@@ -12,6 +12,7 @@ from taskyard_broker_agent.queue_metrics import QueueMetrics
 from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import BrokerAgentSettings, ServiceSettings
 from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import LiveCatalog
 from taskyard_common.settings import (
     AmqpSettings,
     CatalogSettings,
@@ -38,7 +39,7 @@ def offline_context(catalog: Catalog) -> AgentContext:
     )
     return AgentContext(
         settings=settings,
-        catalog=catalog,
+        live=LiveCatalog.fixed(catalog),
         topology=Topology("q"),
         store=None,  # type: ignore[arg-type]
         publisher=None,  # type: ignore[arg-type]

@@ -69,15 +69,16 @@ def test_reliability_defaults_and_environment(monkeypatch: pytest.MonkeyPatch):
         "DEAD_LETTER_PREFETCH",
         "REAPER_INTERVAL_SECONDS",
         "REPUBLISH_AFTER_SECONDS",
+        "REAPER_RECOVERY_GRACE_SECONDS",
     )
     for name in names:
         monkeypatch.delenv(f"TASKYARD_BROKER_{name}", raising=False)
     defaults = BrokerAgentSettings()
-    assert [getattr(defaults, name.lower()) for name in names] == [10, 1.0, 30.0, 32, 5.0, 60.0]
-    for name, value in zip(names, ("3", "0.5", "8", "4", "0.25", "2"), strict=True):
+    assert [getattr(defaults, name.lower()) for name in names] == [10, 1.0, 30.0, 32, 5.0, 60.0, 30.0]
+    for name, value in zip(names, ("3", "0.5", "8", "4", "0.25", "2", "12"), strict=True):
         monkeypatch.setenv(f"TASKYARD_BROKER_{name}", value)
     configured = BrokerAgentSettings()
-    assert [getattr(configured, name.lower()) for name in names] == [3, 0.5, 8.0, 4, 0.25, 2.0]
+    assert [getattr(configured, name.lower()) for name in names] == [3, 0.5, 8.0, 4, 0.25, 2.0, 12.0]
     monkeypatch.setenv("TASKYARD_BROKER_MAX_ATTEMPTS", "0")
     with pytest.raises(ValueError):
         BrokerAgentSettings()

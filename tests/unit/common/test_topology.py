@@ -10,7 +10,11 @@ def test_names_derive_from_the_prefix():
     assert topology.specialist_queue("summarizer") == "acme.work.summarizer"
     assert topology.dead_letter_exchange == "acme.dlx"
     assert topology.dead_letter_queue == "acme.dead-letters"
-    assert topology.work_queue_names(["a", "b"]) == ["acme.intake", "acme.work.a", "acme.work.b"]
+    assert topology.work_queue_names(["a", "b"]) == [
+        *("acme.intake.high", "acme.intake", "acme.intake.low"),
+        *("acme.work.a.high", "acme.work.a", "acme.work.a.low"),
+        *("acme.work.b.high", "acme.work.b", "acme.work.b.low"),
+    ]
 
 
 def test_two_prefixes_share_no_name():
@@ -35,7 +39,15 @@ def test_work_queue_arguments_are_safe_quorum_defaults():
 
 
 def test_dead_letter_queue_does_not_dead_letter_itself():
-    assert dead_letter_queue_arguments() == {"x-queue-type": "quorum"}
+    assert dead_letter_queue_arguments((3, 10, 8)) == {"x-queue-type": "quorum"}
+
+
+def test_dead_letter_queue_never_drops_on_rabbitmq_4():
+    """4.0 gives a quorum queue without a limit a default of 20: requeues while PostgreSQL is down would
+    drop dead letters. -1 is "unlimited" there (on 3.x it would drop at the first requeue)."""
+    for version in ((4, 0, 0), (4, 1, 2), (4, 3)):
+        assert dead_letter_queue_arguments(version) == {"x-queue-type": "quorum", "x-delivery-limit": -1}
+    assert "x-delivery-limit" not in dead_letter_queue_arguments((3, 13, 7))
 
 
 def test_delay_tiers_round_up_and_cap():

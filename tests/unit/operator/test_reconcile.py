@@ -160,3 +160,15 @@ def test_rendered_objects_validate_against_kubernetes_and_keda_schemas(spec, ver
             model = {"ScaledObject": ScaledObject, "ScaledJob": ScaledJob}[obj["kind"]]
             kept = model.model_validate(obj).model_dump(by_alias=True, exclude_unset=True, mode="json")
             assert kept == obj, f"{obj['kind']}: fields the KEDA model does not know"
+
+
+def test_a_workers_pods_are_hashed_on_its_own_catalog_entry_only():
+    def checksum(specialist) -> str:
+        (deployment_,) = [o for o in plan(TEMPLATE, specialist, None).objects if o["kind"] == "Deployment"]
+        return deployment_["spec"]["template"]["metadata"]["annotations"]["checksum/specialist"]
+
+    base = checksum(_specialist())
+    assert checksum(_specialist()) == base
+    assert checksum(_specialist(instructions="Translate into German.")) != base
+    # Scaling is the Deployment's own business (replicas, the ScaledObject), not a reason to roll the pods.
+    assert checksum(_specialist(scaling={"maxReplicaCount": 7})) == base

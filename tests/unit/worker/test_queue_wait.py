@@ -60,3 +60,14 @@ def test_a_retry_waits_from_its_due_time_not_from_the_first_routing():
 
 def test_never_negative():
     assert queue_wait_seconds(record(started_at=T0), message()) == 0
+
+
+def test_refused_starts_are_part_of_the_wait():
+    retry = {"attempt": 1, "error": "e", "reason": "transient", "delay_seconds": 5,
+             "charged": True, "at": (T0 + timedelta(seconds=100)).isoformat()}  # fmt: skip
+    refused = {"event": "start_deferred", "reason": "fair_share", "attempt": 2, "count": 3,
+               "first_at": (T0 + timedelta(seconds=106)).isoformat(),
+               "last_at": (T0 + timedelta(seconds=110)).isoformat()}  # fmt: skip
+    started = T0 + timedelta(seconds=115)
+    assert queue_wait_seconds(record(attempt_log=[retry, refused], started_at=started), message()) == 10
+    assert queue_wait_seconds(record(attempt_log=[refused]), message()) == 10

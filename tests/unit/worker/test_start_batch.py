@@ -26,7 +26,7 @@ class FakeStore:
         return {t: f"record {t}" for t in attempts if self.startable is None or t in self.startable}
 
     async def start(
-        self, task_id: uuid.UUID, *, owner: str, lease_seconds: float, attempt: int
+        self, task_id: uuid.UUID, *, owner: str, lease_seconds: float, attempt: int, capped: bool = False
     ) -> StartResult:
         self.singles.append(task_id)
         return StartResult(StartOutcome.FINISHED)

@@ -11,7 +11,7 @@ import pytest
 from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
-from taskyard_common.store import StartOutcome, StartResult, TaskRecord
+from taskyard_common.store import DeferralReason, StartOutcome, StartResult, TaskRecord
 from taskyard_worker.flights import Source
 from taskyard_worker.starts import (
     LEASE_POLL_SECONDS,
@@ -48,7 +48,13 @@ RESULTS = {
     StartOutcome.NOT_ROUTED: StartResult(StartOutcome.NOT_ROUTED),
     StartOutcome.UNKNOWN: StartResult(StartOutcome.UNKNOWN),
     StartOutcome.WAITING: StartResult(StartOutcome.WAITING),
+    StartOutcome.STALE: StartResult(StartOutcome.STALE),
+    StartOutcome.NOT_DUE: StartResult(StartOutcome.NOT_DUE, retry_due_in_seconds=4.5),
+    StartOutcome.DEFERRED: StartResult(
+        StartOutcome.DEFERRED, reason=DeferralReason.TENANT_MAX_RUNNING, deferrals=1
+    ),
 }
+AT_CAP = Defer(1, "its tenant runs its max_running tasks already", "tenant_max_running")
 FINISH_EXPIRED = Finish(
     "expired", TaskStatus.FAILED, "its deadline passed before it started; failed as expired"
 )
@@ -56,24 +62,32 @@ FINISH_CANCELLED = Finish("cancelled", TaskStatus.CANCELLED, "cancelled before i
 FINISH_DUPLICATE = Finish("duplicate", None, "finished; acknowledging without running")
 FINISH_UNKNOWN = Finish("unknown", None, "unknown; acknowledging without running")
 FINISH_WAITING = Finish("waiting", None, "it waits for its delegated tasks; acknowledging without running")
+FINISH_STALE = Finish("stale", None, "a stale message of an earlier attempt; acknowledging without running")
+DEFER_NOT_DUE = Defer(4.5, "its retry's backoff is not over yet", "not_due")
 # The first answer to a delivery, from each queue, the worker running normally.
 EXPECTED: dict[tuple[StartOutcome, Source], StartDecision] = {
     (StartOutcome.STARTED, Source.MAIN): Run(RECORD),
     (StartOutcome.STARTED, Source.QUARANTINE): Run(RECORD),
     (StartOutcome.FINISHED, Source.MAIN): FINISH_DUPLICATE,
     (StartOutcome.FINISHED, Source.QUARANTINE): FINISH_DUPLICATE,
-    (StartOutcome.LEASED, Source.MAIN): Defer(13.5, "another worker holds its lease"),
+    (StartOutcome.LEASED, Source.MAIN): Defer(13.5, "another worker holds its lease", "leased"),
     (StartOutcome.LEASED, Source.QUARANTINE): WaitForLease(LEASE_POLL_SECONDS),
     (StartOutcome.EXPIRED, Source.MAIN): FINISH_EXPIRED,
     (StartOutcome.EXPIRED, Source.QUARANTINE): FINISH_EXPIRED,
     (StartOutcome.CANCELLED, Source.MAIN): FINISH_CANCELLED,
     (StartOutcome.CANCELLED, Source.QUARANTINE): FINISH_CANCELLED,
-    (StartOutcome.NOT_ROUTED, Source.MAIN): Defer(1, "its routing is not committed yet"),
-    (StartOutcome.NOT_ROUTED, Source.QUARANTINE): Defer(1, "its routing is not committed yet"),
+    (StartOutcome.NOT_ROUTED, Source.MAIN): Defer(1, "its routing is not committed yet", "not_routed"),
+    (StartOutcome.NOT_ROUTED, Source.QUARANTINE): Defer(1, "its routing is not committed yet", "not_routed"),
     (StartOutcome.UNKNOWN, Source.MAIN): FINISH_UNKNOWN,
     (StartOutcome.UNKNOWN, Source.QUARANTINE): FINISH_UNKNOWN,
     (StartOutcome.WAITING, Source.MAIN): FINISH_WAITING,
     (StartOutcome.WAITING, Source.QUARANTINE): FINISH_WAITING,
+    (StartOutcome.STALE, Source.MAIN): FINISH_STALE,
+    (StartOutcome.STALE, Source.QUARANTINE): FINISH_STALE,
+    (StartOutcome.NOT_DUE, Source.MAIN): DEFER_NOT_DUE,
+    (StartOutcome.NOT_DUE, Source.QUARANTINE): DEFER_NOT_DUE,
+    (StartOutcome.DEFERRED, Source.MAIN): AT_CAP,
+    (StartOutcome.DEFERRED, Source.QUARANTINE): AT_CAP,
 }
 
 
@@ -108,7 +122,7 @@ def test_a_quarantined_message_keeps_waiting_until_settle_after() -> None:
     assert isinstance(waiting, WaitForLease)
     # A holder that keeps its lease that long is alive: go round the delay queues like the main queue does.
     done_waiting = decide_start(result, Source.QUARANTINE, settle_after_seconds=60, waited_seconds=60.5)
-    assert done_waiting == Defer(13.5, "another worker holds its lease")
+    assert done_waiting == Defer(13.5, "another worker holds its lease", "leased")
     stopping = decide_start(
         result, Source.QUARANTINE, settle_after_seconds=60, waited_seconds=60.5, stopping=True
     )

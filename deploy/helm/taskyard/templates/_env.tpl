@@ -76,6 +76,17 @@
 {{- define "taskyard.catalogEnv" -}}
 - name: TASKYARD_CATALOG_PATH
   value: {{ printf "%s/specialists.yaml" .Values.config.catalogMountPath | quote }}
+- name: TASKYARD_CATALOG_SOURCE
+  value: {{ .Values.catalog.source | quote }}
+{{- if eq .Values.catalog.source "kubernetes" }}
+- name: TASKYARD_CATALOG_FALLBACK
+  value: {{ .Values.catalog.fallback | default (include "taskyard.catalog" . | fromJson).fallback | quote }}
+{{- end }}
+{{- end }}
+
+{{/* Whether a service's pod mounts its service account token: only to read Specialist resources. */}}
+{{- define "taskyard.catalogToken" -}}
+{{- eq .Values.catalog.source "kubernetes" -}}
 {{- end }}
 
 {{- define "taskyard.healthEnv" -}}

@@ -125,9 +125,13 @@ default
 {{- define "taskyard.valuesWorkerNames" -}}
 {{- $managed := include "taskyard.operatorSpecialistNames" . | fromJsonArray -}}
 {{- $names := list -}}
+{{- /* With the kubernetes catalog source the catalog is the Specialist resources: the operator runs every
+     worker, and a values-driven one would find no entry of its own there. */ -}}
+{{- if ne .Values.catalog.source "kubernetes" -}}
 {{- range include "taskyard.specialistNames" . | fromJsonArray -}}
 {{- if not (has . $managed) -}}
 {{- $names = append $names . -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- range $name, $_ := .Values.worker.specialists -}}
@@ -222,4 +226,34 @@ readinessProbe:
   periodSeconds: 5
   timeoutSeconds: 3
   failureThreshold: 3
+{{- end }}
+
+{{/* One specialist's catalog entry (dict "ctx" $ "name" NAME), as JSON: what its worker's pods are hashed on. */}}
+{{- define "taskyard.specialistEntry" -}}
+{{- $catalog := include "taskyard.catalog" .ctx | fromJson -}}
+{{- $name := .name -}}
+{{- range $catalog.specialists -}}
+{{- if eq (toString .name) $name -}}
+{{- toJson . -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The LLM egress ports of the NetworkPolicy: networkPolicy.llmEgressPorts plus the port llm.baseUrl names
+     (explicitly, or its scheme's default), as a JSON list without duplicates. */}}
+{{- define "taskyard.llmEgressPorts" -}}
+{{- $ports := list -}}
+{{- range .Values.networkPolicy.llmEgressPorts }}{{ $ports = append $ports (int .) }}{{ end -}}
+{{- with .Values.llm.baseUrl -}}
+{{- $url := urlParse . -}}
+{{- $hostPort := splitList ":" $url.host -}}
+{{- if gt (len $hostPort) 1 -}}
+{{- $ports = append $ports (int (last $hostPort)) -}}
+{{- else if eq $url.scheme "http" -}}
+{{- $ports = append $ports 80 -}}
+{{- else -}}
+{{- $ports = append $ports 443 -}}
+{{- end -}}
+{{- end -}}
+{{- $ports | uniq | toJson -}}
 {{- end }}

@@ -20,6 +20,7 @@ from aio_pika.abc import (
 )
 
 from taskyard_common import metrics
+from taskyard_common.broker_version import server_version
 from taskyard_common.errors import (
     BrokerUnavailable,
     PermanentError,
@@ -27,8 +28,9 @@ from taskyard_common.errors import (
     TransientError,
     Unroutable,
 )
-from taskyard_common.messages import Envelope, decode, encode
+from taskyard_common.messages import Envelope, Priority, decode, encode
 from taskyard_common.settings import AmqpSettings
+from taskyard_common.topology import AMQP_PRIORITY, native_priorities, queue_level
 
 log = logging.getLogger(__name__)
 
@@ -49,18 +51,19 @@ async def connect(settings: AmqpSettings, name: str) -> AbstractRobustConnection
         raise BrokerUnavailable(f"cannot connect to RabbitMQ: {type(exc).__name__}") from exc
 
 
-def server_version(connection: AbstractRobustConnection) -> tuple[int, ...]:
-    """The broker's version, read from the connection's server properties, to gate version-specific features."""
-    transport = connection.transport
-    if transport is None:  # not connected (yet): nothing to gate on
-        return (0,)
-    raw = transport.connection.server_properties.get("version", "0")
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
-    parts = []
-    for piece in text.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
+def outgoing(message: Envelope) -> aio_pika.Message:
+    """The AMQP message of ``message``: persistent JSON, its task id as message id and, for a task's
+    messages, its priority as the AMQP property (which a ≥ 4.0 quorum queue delivers by)."""
+    priority = getattr(message, "priority", None)
+    return aio_pika.Message(
+        body=encode(message),
+        content_type="application/json",
+        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        message_id=str(message.task_id),
+        type=getattr(message, "kind", None),
+        headers={"schema_version": message.schema_version},
+        priority=AMQP_PRIORITY[priority] if isinstance(priority, Priority) else None,
+    )
 
 
 class Publisher:
@@ -81,6 +84,13 @@ class Publisher:
         self._settings = settings
         self._connection = connection
         self._exchanges: dict[str, AbstractExchange] = {}
+        # Whether the broker orders quorum-queue messages by priority (≥ 4.0): then routing sends high and
+        # normal to one queue (``queue_level``). Read once: a reconnect reaches the same broker version.
+        self.native_priorities = connection is not None and native_priorities(server_version(connection))
+
+    def level(self, priority: Priority) -> Priority:
+        """The level whose queue a message of ``priority`` is published to, on this broker."""
+        return queue_level(priority, native=self.native_priorities)
 
     @classmethod
     async def open(cls, connection: AbstractRobustConnection, settings: AmqpSettings) -> Publisher:
@@ -108,14 +118,7 @@ class Publisher:
         return exchange
 
     async def publish(self, exchange: str, routing_key: str, message: Envelope) -> None:
-        body = aio_pika.Message(
-            body=encode(message),
-            content_type="application/json",
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            message_id=str(message.task_id),
-            type=getattr(message, "kind", None),
-            headers={"schema_version": message.schema_version},
-        )
+        body = outgoing(message)
         try:
             target = await self._exchange(exchange)
             async with asyncio.timeout(self._settings.publish_timeout_seconds):

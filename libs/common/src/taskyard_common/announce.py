@@ -33,7 +33,7 @@ from taskyard_common.errors import NotAnnounceable, StoreUnavailable
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import IntakeMessage, WorkMessage
 from taskyard_common.store.records import TaskRecord
-from taskyard_common.topology import INTAKE_ROUTING_KEY, Topology
+from taskyard_common.topology import Topology, queue_level
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +52,13 @@ def announcement(record: TaskRecord) -> Announcement:
     raise NotAnnounceable(f"task {record.id} is {record.status.value}: nothing to announce")
 
 
-def destination(topology: Topology, message: Announcement) -> tuple[str, str]:
-    """(exchange, routing key) of an announcement."""
+def destination(topology: Topology, message: Announcement, *, native: bool = False) -> tuple[str, str]:
+    """(exchange, routing key) of an announcement: the queue of its priority's level (``queue_level``;
+    ``native``: the broker orders quorum-queue messages by priority)."""
+    level = queue_level(message.priority, native=native)
     if isinstance(message, IntakeMessage):
-        return topology.intake_exchange, INTAKE_ROUTING_KEY
-    return topology.tasks_exchange, message.specialist
+        return topology.intake_exchange, topology.intake_routing_key(level)
+    return topology.tasks_exchange, topology.work_routing_key(message.specialist, level)
 
 
 async def publish_then_mark(
@@ -65,7 +67,7 @@ async def publish_then_mark(
     """Publish ``message`` (its row is committed), then record the confirm with ``mark``; ``None`` where
     the broker's redelivery recovers instead (intake). Raises the publisher's errors
     (``BrokerUnavailable``, ``PublishRejected``, ``Unroutable``); a failed mark is logged, not raised."""
-    exchange, routing_key = destination(topology, message)
+    exchange, routing_key = destination(topology, message, native=publisher.native_priorities)
     await publisher.publish(exchange, routing_key, message)
     if mark is None:
         return

@@ -7,7 +7,7 @@ Kubernetes conventions where they differ from nothing else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -78,6 +78,12 @@ class Catalog(BaseModel):
     # Where the rules router sends a request that matches no specialist.
     fallback: SpecialistName
     specialists: tuple[SpecialistSpec, ...] = Field(min_length=1)
+    # Let the router split a request that holds distinct jobs into parts for several specialists: the task
+    # then waits while its parts run as a group, and combines their outcomes (docs/routing.md). Off: every
+    # request goes to one specialist.
+    multi_route: bool = False
+    # Who combines the parts of a multi-routed task (None: the fallback specialist).
+    combine_specialist: SpecialistName | None = None
     # The models specialists and the router name: endpoint, prices, limits, fallbacks (model_specs.py).
     models: tuple[ModelSpec, ...] = ()
 
@@ -89,8 +95,17 @@ class Catalog(BaseModel):
             raise ValueError(f"duplicate specialist names: {duplicates}")
         if self.fallback not in names:
             raise ValueError(f"fallback {self.fallback!r} is not a specialist in the catalog")
+        if self.combine_specialist is not None and self.combine_specialist not in names:
+            raise ValueError(
+                f"combine_specialist {self.combine_specialist!r} is not a specialist in the catalog"
+            )
         check_models(self.models)
         return self
+
+    @property
+    def combiner(self) -> str:
+        """The specialist that combines a multi-routed task's parts."""
+        return self.combine_specialist or self.fallback
 
     @property
     def names(self) -> list[str]:
@@ -106,6 +121,18 @@ class Catalog(BaseModel):
     @property
     def model_table(self) -> dict[str, ModelSpec]:
         return {m.name: m for m in self.models}
+
+
+# What a catalog holds besides its specialists and fallback (multi_route, combine_specialist, models): read
+# from the catalog file whatever the source of the specialists (see taskyard_common.catalog_sources).
+_NOT_WIDE = ("api_version", "kind", "fallback", "specialists")
+
+
+def catalog_wide(catalog: Catalog | None) -> dict[str, Any]:
+    """``catalog``'s catalog-wide fields, to build another catalog with (empty: the defaults)."""
+    if catalog is None:
+        return {}
+    return {name: getattr(catalog, name) for name in Catalog.model_fields if name not in _NOT_WIDE}
 
 
 def parse_catalog(text: str, source: str = "<catalog>") -> Catalog:

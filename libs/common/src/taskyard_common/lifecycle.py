@@ -102,6 +102,14 @@ TRANSITIONS: tuple[Transition, ...] = (
         "a routing decision is recorded (a scheduled task once its not_before has passed)",
     ),
     _t(
+        "route_parts",
+        ROUTABLE,
+        (S.WAITING,),
+        "broker agent (intake)",
+        "catalog multi_route: the decision splits the request into parts, created as a group's children;"
+        " the task waits, holding nothing, as the group's combine step",
+    ),
+    _t(
         "start",
         STARTABLE | {S.RUNNING},
         (S.RUNNING,),
@@ -136,9 +144,11 @@ TRANSITIONS: tuple[Transition, ...] = (
         "resume",
         (S.WAITING,),
         (S.QUEUED,),
-        "the last child's terminal transition",
-        "every child it waits for is terminal; their outcomes are recorded as its tool results",
-        part_of="a child's complete, fail, expire, cancel, cancel_running, reclaim or dead_letter",
+        "the last child's terminal transition; a group's settlement",
+        "every child it waits for is terminal; their outcomes are recorded as its tool results (a"
+        " multi-routed task's: in its instructions)",
+        part_of="a child's complete, fail, expire, cancel, cancel_running, reclaim or dead_letter; or the"
+        " settlement of the group of a multi-routed task's parts",
     ),
     _t(
         "cancel",

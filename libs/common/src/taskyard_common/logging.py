@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -37,6 +38,16 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+# Control characters (line breaks included) and the line separators of Unicode: escaped in text logs.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` on one line: every control character as ``\\xNN`` (``\\uNNNN``), so a value that came from a
+    request (a percent-decoded path holding ``%0a``) cannot start a forged log line."""
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
 class _TextFormatter(logging.Formatter):
     def __init__(self, service: str) -> None:
         super().__init__(f"%(asctime)s %(levelname)s {service} %(name)s%(log_context)s: %(message)s")
@@ -44,6 +55,8 @@ class _TextFormatter(logging.Formatter):
     def formatMessage(self, record: logging.LogRecord) -> str:
         context = " ".join(f"{key}={value}" for key, value in _context(record).items())
         record.log_context = f" [{context}]" if context else ""
+        # One line per event: the message is escaped (a traceback, appended after this, keeps its lines).
+        record.message = escape_controls(record.message)
         return super().formatMessage(record)
 
 

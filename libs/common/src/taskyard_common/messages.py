@@ -44,8 +44,20 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The most parts one multi-routed request is split into.
+MAX_ROUTED_PARTS: Final = 5
+
+
+class RoutedPart(_Model):
+    """One job of a request that holds several (``multi_route``): who does it, and what it is."""
+
+    specialist: SpecialistName
+    job: str = Field(min_length=1, max_length=500)
+
+
 class RoutingDecision(_Model):
     method: RoutingMethod
+    # With ``parts``: the specialist that combines them.
     specialist: SpecialistName
     reason: str = Field(max_length=2000)
     confidence: float = Field(ge=0.0, le=1.0)
@@ -60,6 +72,10 @@ class RoutingDecision(_Model):
     guard: str | None = Field(default=None, max_length=200)
     # Why the rules decided although an LLM is configured: llm_error, invalid_answer, no_llm or guard.
     fallback: str | None = Field(default=None, max_length=64)
+    # A request split into distinct jobs (catalog ``multi_route``): each part runs as a child task of a group,
+    # then ``specialist`` combines their outcomes. Empty: the usual single route, and left out of the JSON, so
+    # that a single route reads as before to services that do not know the field yet (a rolling upgrade).
+    parts: tuple[RoutedPart, ...] = Field(default=(), max_length=MAX_ROUTED_PARTS, exclude_if=lambda v: not v)
     # The model the router called and what its call cost in USD (the catalog's prices; 0 without an LLM
     # call or a price).
     model: str | None = Field(default=None, max_length=200)

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from taskyard_common.messages import Priority
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _TASK_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -127,8 +129,14 @@ QUEUE_OLDEST_TASK_AGE = Gauge(
 TASK_QUEUE_WAIT = Histogram(
     "taskyard_task_queue_wait_seconds",
     "Time a task attempt waited in its specialist's queue, from routing (or its retry's due time) to start",
-    ["specialist"],
+    ["specialist", "priority"],
     buckets=_TASK_BUCKETS,
+)
+TASK_START_DEFERRALS = Counter(
+    "taskyard_task_start_deferrals_total",
+    "Deliveries a worker sent round a delay queue instead of starting their task, uncharged, by reason "
+    "(tenant_max_running, fair_share, leased, not_routed, in_flight, store_unavailable)",
+    ["specialist", "reason"],
 )
 TASKS_IN_FLIGHT = Gauge("taskyard_tasks_in_flight", "Task attempts running in this worker", ["specialist"])
 ROUTING_DURATION = Histogram(
@@ -165,6 +173,32 @@ LLM_STEP_RETRIES = Counter(
 )
 TASKS_DELEGATED = Counter(
     "taskyard_tasks_delegated_total", "Child tasks a worker's agents delegated work to", ["specialist"]
+)
+ROUTING_PARTS = Histogram(
+    "taskyard_routing_parts",
+    "Parts a multi-routed request was split into (catalog multi_route), by the method that decided",
+    ["method"],
+    buckets=(2, 3, 4, 5),
+)
+# Workflows: gauges the broker agent samples from the task store (the truth: any process may start or end
+# them), and the fan-in latency observed by whichever process settles a group.
+WORKFLOWS_IN_PROGRESS = Gauge(
+    "taskyard_workflows_in_progress",
+    "Workflows not finished: group (task groups running, multi-routed tasks' groups included), chain (chains "
+    "with a step not finished)",
+    ["kind"],
+)
+WAITING_PARENTS = Gauge(
+    "taskyard_waiting_parents",
+    "Tasks in status waiting, holding no worker slot: delegation (for the tasks they delegated to), "
+    "multi_route (for the parts of their request)",
+    ["kind"],
+)
+GROUP_REDUCE_LATENCY = Histogram(
+    "taskyard_group_reduce_latency_seconds",
+    "From the last child of a group ending to the group ending (its reduce or combine step created, queued "
+    "and run); groups without a reduce step are not counted",
+    buckets=_TASK_BUCKETS,
 )
 TASK_EVENTS = Counter(
     "taskyard_task_events_total",
@@ -209,6 +243,22 @@ SCHEDULER_LAG = Gauge(
     "How late this scheduler's last round handled its most overdue occurrence (0: none was due)",
 )
 
+STORE_ROWS_REMOVED = Counter(
+    "taskyard_store_rows_removed_total",
+    "Rows removed from the task store by retention or deletion, by table",
+    ["table"],
+)
+STORE_OLDEST_ROW_AGE = Gauge(
+    "taskyard_store_oldest_row_age_seconds",
+    "Age of the oldest row per table (tasks: the oldest finished task; NaN: none)",
+    ["table"],
+)
+RETENTION_OVERDUE = Gauge(
+    "taskyard_retention_overdue_seconds",
+    "How long past its retention the oldest finished task still stored is (0: retention keeps up)",
+)
+RETENTION_ROUNDS = Counter("taskyard_retention_rounds_total", "Retention rounds, by outcome", ["outcome"])
+
 ROUTING_METHODS = ("llm", "rules", "explicit")
 ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard", "rate_limited")
 ROUTING_GUARD_OUTCOMES = ("stripped", "overruled")
@@ -220,6 +270,8 @@ DEAD_LETTER_REASONS = ("delivery_limit", "rejected", "expired", "maxlen", "unkno
 LEASE_OUTCOMES = ("requeued", "dead_lettered")
 WEBHOOK_OUTCOMES = ("delivered", "failed_attempt", "refused", "gave_up")
 SCHEDULE_SKIP_REASONS = ("overlap", "missed", "existing", "failed")
+WORKFLOW_KINDS = ("group", "chain")
+WAITING_KINDS = ("delegation", "multi_route")
 
 # fleet_limited: not sent, the model's fleet-wide rpm/tpm needed a longer wait than one in place.
 LLM_OUTCOMES = (
@@ -237,6 +289,16 @@ LLM_OUTCOMES = (
 WORKER_FINISHED_STATUSES = ("completed", "failed", "cancelled")
 RETRY_REASONS = ("transient", "rate_limited", "llm_rate_limited", "timeout", "store_unavailable")
 STEP_RETRY_REASONS = ("server_error", "timeout", "connection_error")
+START_DEFERRAL_REASONS = (
+    "tenant_max_running",
+    "fair_share",
+    "leased",
+    "not_routed",
+    "not_due",
+    "in_flight",
+    "no_slot",
+    "store_unavailable",
+)
 
 
 def init_worker_labels(specialist: str) -> None:
@@ -249,11 +311,31 @@ def init_worker_labels(specialist: str) -> None:
         counter.labels(specialist)
     for reason in STEP_RETRY_REASONS:
         LLM_STEP_RETRIES.labels(specialist, reason)
+    for reason in START_DEFERRAL_REASONS:
+        TASK_START_DEFERRALS.labels(specialist, reason)
     for kind in ("prompt", "completion"):
         LLM_TOKENS.labels(specialist, kind)
     TASK_DURATION.labels(specialist)
-    TASK_QUEUE_WAIT.labels(specialist)
+    for priority in Priority:
+        TASK_QUEUE_WAIT.labels(specialist, priority.value)
     TASKS_IN_FLIGHT.labels(specialist)
+
+
+RETENTION_OUTCOMES = ("caught_up", "backlog")
+
+
+def init_store_labels(tables: Iterable[str], *, gauges: Iterable[str] = ()) -> None:
+    """The removal counter's tables, and the oldest-age gauge's (only where a process sets it)."""
+    for table in tables:
+        STORE_ROWS_REMOVED.labels(table)
+    for table in gauges:
+        STORE_OLDEST_ROW_AGE.labels(table).set(float("nan"))
+
+
+def count_removed(rows: dict[str, int]) -> None:
+    for table, count in rows.items():
+        if count:
+            STORE_ROWS_REMOVED.labels(table).inc(count)
 
 
 def init_broker_labels(specialists: Iterable[str]) -> None:
@@ -280,6 +362,12 @@ def init_broker_labels(specialists: Iterable[str]) -> None:
         WEBHOOK_DELIVERIES.labels(outcome)
     for reason in SCHEDULE_SKIP_REASONS:
         SCHEDULE_OCCURRENCES_SKIPPED.labels(reason)
+    for method in ROUTING_METHODS:
+        ROUTING_PARTS.labels(method)
+    for kind in WORKFLOW_KINDS:
+        WORKFLOWS_IN_PROGRESS.labels(kind)
+    for kind in WAITING_KINDS:
+        WAITING_PARENTS.labels(kind)
 
 
 def count_dead_lettered(specialist: str | None, known: Collection[str]) -> None:

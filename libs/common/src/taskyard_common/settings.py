@@ -7,6 +7,7 @@ Nothing here reads the environment at import time: a service builds the classes 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -82,11 +83,28 @@ class LlmSettings(BaseSettings):
 
 
 class CatalogSettings(BaseSettings):
-    """Where the specialist catalog lives (``TASKYARD_CATALOG_PATH``)."""
+    """Where the specialist catalog comes from (``TASKYARD_CATALOG_*``); every service follows its changes
+    without a restart (see ``taskyard_common.catalog_sources``)."""
 
     model_config = _config("TASKYARD_CATALOG_")
 
+    # file: the YAML file at ``path``, read again when its content changes (polled) or on SIGHUP.
+    # kubernetes: the Specialist resources of ``kubernetes_namespace``, listed and watched.
+    # database: the specialists stored in PostgreSQL (``PUT/DELETE /v1/specialists/{name}``), seeded from
+    # the file at ``path`` when the store has never held a catalog.
+    source: Literal["file", "kubernetes", "database"] = "file"
     path: Path = Path("specialists.yaml")
+    # How often the file's content or the database's catalog version is compared with the last one read.
+    poll_seconds: float = Field(default=1.0, gt=0, le=300)
+    # Where the rules router sends what matches nothing: required with the kubernetes source (resources
+    # have no catalog-wide field); with the database source it replaces the seeded file's fallback.
+    fallback: str | None = None
+    # The API server: default, the in-cluster address (KUBERNETES_SERVICE_HOST/PORT) with the pod's
+    # service account token and CA.
+    kubernetes_url: str | None = None
+    kubernetes_namespace: str | None = None
+    kubernetes_token_path: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    kubernetes_ca_path: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 
 
 class HealthSettings(BaseSettings):

@@ -15,10 +15,20 @@ import aio_pika
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
 
+from taskyard_common.broker_version import channel_server_version
 from taskyard_common.errors import BrokerUnavailable, TopologyMismatch
+from taskyard_common.messages import Priority
 from taskyard_common.settings import AmqpSettings
 
 INTAKE_ROUTING_KEY = "task"
+# Every work target (intake, each specialist) has one queue per level, highest first. The normal level keeps
+# the unsuffixed name (and routing key), so queues declared before priorities existed stay the normal ones.
+LEVELS = (Priority.HIGH, Priority.NORMAL, Priority.LOW)
+# From RabbitMQ 4.0 quorum queues honour message priorities, in two effective levels: a priority above 4 is
+# "high", 0-4 "normal" (see ``queue_level``).
+NATIVE_PRIORITY_SINCE = (4, 0)
+# The AMQP ``priority`` property of each level's messages (ignored by 3.x quorum queues).
+AMQP_PRIORITY = {Priority.HIGH: 8, Priority.NORMAL: 4, Priority.LOW: 0}
 
 # Delay tiers in seconds: one TTL queue each. All messages in a tier expire in arrival order, so no delay
 # ever waits behind a longer one (per-message TTLs would: RabbitMQ expires only at the head of a queue).
@@ -26,9 +36,29 @@ DELAY_TIERS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 INTAKE_TARGET = "intake"
 
 
-def work_target(specialist: str) -> str:
-    """The retry routing-key suffix of a specialist queue (``intake`` is the intake queue's)."""
-    return f"work.{specialist}"
+def level_suffix(level: Priority) -> str:
+    """What a level adds to a work queue's name and routing key: nothing for normal, ``.high``, ``.low``."""
+    return "" if level is Priority.NORMAL else f".{level.value}"
+
+
+def work_target(specialist: str, level: Priority = Priority.NORMAL) -> str:
+    """The retry routing-key suffix of one level's queue of a specialist (``intake…`` is the intake's)."""
+    return f"work.{specialist}{level_suffix(level)}"
+
+
+def intake_target(level: Priority = Priority.NORMAL) -> str:
+    return f"{INTAKE_TARGET}{level_suffix(level)}"
+
+
+def level_queues_pattern(queue: str) -> str:
+    """An anchored regex for the normal-level ``queue`` and its other levels' queues (a KEDA trigger sums
+    their messages). Names hold letters, digits, ``_``, ``-`` and dots: only the dots need escaping."""
+    return f"^{queue.replace('.', chr(92) + '.')}(\\.high|\\.low)?$"
+
+
+def native_priorities(version: tuple[int, ...]) -> bool:
+    """Whether a broker of ``version`` orders a quorum queue's messages by their priority property."""
+    return version >= NATIVE_PRIORITY_SINCE
 
 
 def delay_tier(seconds: float) -> int:
@@ -39,9 +69,25 @@ def delay_tier(seconds: float) -> int:
     return DELAY_TIERS[-1]
 
 
+def queue_level(priority: Priority, *, native: bool) -> Priority:
+    """The level whose queue a message of ``priority`` goes to. With ``native`` priorities (a ≥ 4.0 broker,
+    see ``Publisher.native_priorities``) high and normal share the normal queue, published with AMQP priority
+    8 and 4, which the broker tells apart; low keeps its own queue, a level 4.0's two cannot express. Every
+    level queue is declared either way, so consumers and scalers see the same queues on 3.x and 4.x."""
+    if native and priority is Priority.HIGH:
+        return Priority.NORMAL
+    return priority
+
+
 @dataclass(frozen=True)
 class Topology:
     prefix: str
+
+    def intake_routing_key(self, level: Priority) -> str:
+        return f"{INTAKE_ROUTING_KEY}{level_suffix(level)}"
+
+    def work_routing_key(self, specialist: str, level: Priority) -> str:
+        return f"{specialist}{level_suffix(level)}"
 
     @property
     def intake_exchange(self) -> str:
@@ -51,12 +97,22 @@ class Topology:
     def intake_queue(self) -> str:
         return f"{self.prefix}.intake"
 
+    def intake_level_queue(self, level: Priority) -> str:
+        return f"{self.intake_queue}{level_suffix(level)}"
+
+    def intake_queues(self) -> list[str]:
+        return [self.intake_level_queue(level) for level in LEVELS]
+
     @property
     def tasks_exchange(self) -> str:
         return f"{self.prefix}.tasks"
 
-    def specialist_queue(self, specialist: str) -> str:
-        return f"{self.prefix}.work.{specialist}"
+    def specialist_queue(self, specialist: str, level: Priority = Priority.NORMAL) -> str:
+        return f"{self.prefix}.work.{specialist}{level_suffix(level)}"
+
+    def specialist_queues(self, specialist: str) -> list[str]:
+        """Every level queue of a specialist, highest first (what its consumers and scalers cover)."""
+        return [self.specialist_queue(specialist, level) for level in LEVELS]
 
     def quarantine_queue(self, specialist: str) -> str:
         """Where a worker moves a redelivered message, to run it alone (see the worker's quarantine)."""
@@ -98,7 +154,8 @@ class Topology:
         return f"{self.prefix}.dead-letters"
 
     def work_queue_names(self, specialists: Iterable[str]) -> list[str]:
-        return [self.intake_queue, *(self.specialist_queue(s) for s in specialists)]
+        """Every level queue of the intake and of each specialist."""
+        return [*self.intake_queues(), *(q for s in specialists for q in self.specialist_queues(s))]
 
     def all_queue_names(self, specialists: Iterable[str]) -> list[str]:
         names = list(specialists)
@@ -150,9 +207,23 @@ def delay_queue_arguments(topology: Topology, settings: AmqpSettings, tier: int)
     }
 
 
-def dead_letter_queue_arguments() -> dict[str, Any]:
-    # No max length and no dead-lettering of its own: the dead-letter queue is the end of the line.
-    return {"x-queue-type": "quorum"}
+# RabbitMQ 4.0 gave every quorum queue without a delivery limit a default one (20); -1 restores "unlimited".
+UNLIMITED_DELIVERIES_SINCE = (4, 0)
+
+
+def dead_letter_queue_arguments(broker_version: tuple[int, ...]) -> dict[str, Any]:
+    """No max length and no dead-lettering of its own: the dead-letter queue is the end of the line.
+
+    It must never drop a message either: while PostgreSQL is down its consumer requeues with ``reject``,
+    which counts toward a delivery limit, and a message past the limit of a queue without a dead-letter
+    exchange is dropped (its task would stay non-terminal forever). So its limit is unlimited, which has to
+    be spelled per version: RabbitMQ 3.x has no default limit but treats ``-1`` as "drop at the first
+    requeue", while 4.x defaults to 20 and reads ``-1`` as unlimited.
+    """
+    args: dict[str, Any] = {"x-queue-type": "quorum"}
+    if broker_version >= UNLIMITED_DELIVERIES_SINCE:
+        args["x-delivery-limit"] = -1
+    return args
 
 
 @dataclass(frozen=True)
@@ -193,7 +264,9 @@ async def _declare(
         )
         queues: dict[str, AbstractQueue] = {}
         dlq = await channel.declare_queue(
-            topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
+            topology.dead_letter_queue,
+            durable=True,
+            arguments=dead_letter_queue_arguments(await channel_server_version(channel)),
         )
         await dlq.bind(dlx, routing_key="#")
         queues[topology.dead_letter_queue] = dlq
@@ -213,10 +286,13 @@ async def _declare(
         await channel.declare_exchange(topology.events_exchange, aio_pika.ExchangeType.TOPIC, durable=True)
 
         args = work_queue_arguments(topology, settings)
-        intake_q = await channel.declare_queue(topology.intake_queue, durable=True, arguments=args)
-        await intake_q.bind(intake_x, routing_key=INTAKE_ROUTING_KEY)
-        await intake_q.bind(retry_x, routing_key=f"*.{INTAKE_TARGET}")
-        queues[topology.intake_queue] = intake_q
+        for level in LEVELS:
+            intake_q = await channel.declare_queue(
+                topology.intake_level_queue(level), durable=True, arguments=args
+            )
+            await intake_q.bind(intake_x, routing_key=topology.intake_routing_key(level))
+            await intake_q.bind(retry_x, routing_key=f"*.{intake_target(level)}")
+            queues[intake_q.name] = intake_q
         for name in specialists:
             queues.update(await _declare_specialist_queues(channel, topology, name, args))
         for tier in DELAY_TIERS:
@@ -238,21 +314,28 @@ async def _declare(
 async def _declare_specialist_queues(
     channel: AbstractChannel, topology: Topology, specialist: str, args: dict[str, Any]
 ) -> dict[str, AbstractQueue]:
-    """One specialist's work queue and quarantine queue, bound to the exchanges that feed them."""
-    queue = await channel.declare_queue(topology.specialist_queue(specialist), durable=True, arguments=args)
-    await queue.bind(topology.tasks_exchange, routing_key=specialist)
-    await queue.bind(topology.retry_exchange, routing_key=f"*.{work_target(specialist)}")
+    """One specialist's work queues (one per level) and quarantine queue, bound to the exchanges that feed
+    them."""
+    queues: dict[str, AbstractQueue] = {}
+    for level in LEVELS:
+        queue = await channel.declare_queue(
+            topology.specialist_queue(specialist, level), durable=True, arguments=args
+        )
+        await queue.bind(topology.tasks_exchange, routing_key=topology.work_routing_key(specialist, level))
+        await queue.bind(topology.retry_exchange, routing_key=f"*.{work_target(specialist, level)}")
+        queues[queue.name] = queue
     quarantine = await channel.declare_queue(
         topology.quarantine_queue(specialist), durable=True, arguments=args
     )
     await quarantine.bind(topology.quarantine_exchange, routing_key=specialist)
-    return {queue.name: queue, quarantine.name: quarantine}
+    queues[quarantine.name] = quarantine
+    return queues
 
 
 async def declare_specialist(
     channel: AbstractChannel, topology: Topology, specialist: str, settings: AmqpSettings
 ) -> dict[str, AbstractQueue]:
-    """Declare one specialist's queues (work and quarantine) with the same arguments and bindings as
+    """Declare one specialist's queues (a work queue per level, quarantine) with the same arguments and bindings as
     ``declare``, and the exchanges they are bound to, for a process that manages one specialist at a time
     (the Kubernetes operator). Idempotent; other arguments raise ``TopologyMismatch``, a broker that does
     not answer within ``declare_timeout_seconds`` ``BrokerUnavailable``."""

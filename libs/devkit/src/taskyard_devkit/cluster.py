@@ -38,6 +38,8 @@ class Cluster:
         self.services: list[Service] = []
         self.health_urls: dict[str, str] = {}
         self.api_url = ""
+        # How long a started service may take to answer /readyz (a busy machine may need longer).
+        self.ready_timeout = 60.0
         self._numbers = itertools.count(1)
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Service:
@@ -49,7 +51,7 @@ class Cluster:
         port = free_port()
         service = self._spawn("api", ["taskyard-api", "--port", str(port)], env)
         self.api_url = f"http://127.0.0.1:{port}"
-        await wait_http_ok(f"{self.api_url}/readyz", service, timeout=60)
+        await wait_http_ok(f"{self.api_url}/readyz", service, timeout=self.ready_timeout)
         return service
 
     async def start_broker_agent(self, **env: str) -> Service:
@@ -64,7 +66,7 @@ class Cluster:
         port = free_port()
         service = self._spawn(name, argv, {**env, "TASKYARD_HEALTH_PORT": str(port)})
         self.health_urls[service.name] = f"http://127.0.0.1:{port}"
-        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service, timeout=60)
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service, timeout=self.ready_timeout)
         return service
 
     async def metrics(self, service: Service) -> str:

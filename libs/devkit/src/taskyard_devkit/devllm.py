@@ -72,6 +72,23 @@ class DevLlm:
             requests: list[dict[str, Any]] = response.json()["requests"]
             return requests
 
+    async def conversations(self, model: str) -> tuple[dict[str, int], dict[str, int]]:
+        """(calls, final answers) per conversation of ``model``, named by the start of its first user
+        message: every call is counted, not only the last 1,000 ``requests`` keeps."""
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{self.root}/_control/conversations/{model}")
+            response.raise_for_status()
+            body = response.json()
+            return body["calls"], body["answers"]
+
+    async def callers(self, model: str) -> dict[str, str]:
+        """The client address ("host:port") of each conversation's latest call: which process asked."""
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{self.root}/_control/conversations/{model}")
+            response.raise_for_status()
+            callers: dict[str, str] = response.json()["callers"]
+            return callers
+
 
 def start_devllm(
     log_dir: Path, *, latency_seconds: float | None = None, rpm: int | None = None

@@ -11,7 +11,9 @@ from fastapi import FastAPI
 from taskyard_api.resources import Resources
 from taskyard_api.settings import ServiceSettings
 from taskyard_api.submission.submit import REJECT_REASONS
+from taskyard_common.health import HealthServer
 from taskyard_common.metrics import SUBMIT_REJECTED
+from taskyard_common.settings import HealthSettings
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +24,10 @@ def stop_watching(app: FastAPI) -> None:
     resources: Resources | None = getattr(app.state, "resources", None)
     if resources is not None:
         resources.watcher.drain()
+
+
+async def _connected(resources: Resources) -> bool:
+    return resources.bus.connected
 
 
 def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -37,6 +43,14 @@ def make_lifespan(settings: ServiceSettings) -> Callable[[FastAPI], AbstractAsyn
                 app.state.start_error = exc
                 raise
             app.state.resources = resources
+            if settings.api.metrics_port is not None:
+                # Probes stay on the API's own port; this listener is for Prometheus.
+                metrics_server = HealthServer(
+                    HealthSettings(host=settings.api.host, port=settings.api.metrics_port),
+                    ready=lambda: _connected(resources),
+                )
+                await metrics_server.start()
+                stack.push_async_callback(metrics_server.close)
             if not settings.api.auth_enabled:
                 log.warning(
                     "authentication is DISABLED (TASKYARD_API_AUTH_ENABLED=false): every request acts as an "

@@ -30,12 +30,15 @@ from taskyard_api.routes import (
     limits,
     schedules,
     specialists,
+    task_deletion,
     task_groups,
     tasks,
+    tenants,
     usage,
     webhooks,
 )
 from taskyard_api.settings import ServiceSettings, get_settings
+from taskyard_api.tenancy.body_auth import AuthBeforeBodyMiddleware
 from taskyard_common.service import EXIT_UNAVAILABLE, run_service
 
 SERVICE = "taskyard-api"
@@ -59,7 +62,8 @@ each occurrence of a cron expression (five fields, in an IANA time zone).
 A task submitted with a `webhook` has its terminal status POSTed there, signed (Standard Webhooks);
 `GET /v1/tasks/{task_id}/webhook-deliveries` lists what was sent. `POST /v1/tasks/{task_id}/cancel` stops a
 task; the `dead-letters` routes let an operator replay or discard
-the tasks whose message the broker gave up on (admin only).
+the tasks whose message the broker gave up on (admin only), and `/v1/tenants/{tenant}/limits` caps how many
+of the tenant's tasks run at once (admin only).
 
 Every `/v1` route needs an API key (`Authorization: Bearer tyk_<id>_<secret>`, made with `taskyard-admin`):
 401 without a valid one, 403 when its role (`reader`, `submitter`, `admin`) may not do it; a key sees only its
@@ -78,6 +82,10 @@ TAGS = [
     {
         "name": "dead-letters",
         "description": "Replay or discard dead-lettered tasks (admin only)",
+    },
+    {
+        "name": "tenants",
+        "description": "A tenant's limits: how many of its tasks may run at once (admin only)",
     },
     {
         "name": "usage",
@@ -117,11 +125,13 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         exception_handlers=exception_handlers(settings.retry_after_seconds),
     )
     app.include_router(tasks.router)
+    app.include_router(task_deletion.router)
     app.include_router(task_groups.router)
     app.include_router(webhooks.router)
     app.include_router(events.router)
     app.include_router(schedules.router)
     app.include_router(dead_letters.router)
+    app.include_router(tenants.router)
     app.include_router(usage.router)
     app.include_router(budgets.router)
     app.include_router(limits.router)
@@ -132,6 +142,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     # Added innermost first: metrics see every answer, including 413s and last-resort 500s, and the request
     # id (outermost) is set before anything logs and stamped on every answer.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes)
+    # Outside the body limit and the routes: a request without a valid key is refused before its body is read.
+    app.add_middleware(AuthBeforeBodyMiddleware)
     app.add_middleware(InternalErrorMiddleware)
     app.add_middleware(HttpMetricsMiddleware)
     app.add_middleware(RequestIdMiddleware)

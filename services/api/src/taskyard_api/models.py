@@ -146,6 +146,13 @@ class TaskSubmission(BaseModel):
     _metadata_is_storable = field_validator("metadata")(storable_metadata)
 
 
+class RoutedPartInfo(BaseModel):
+    """One job of a request split by the router (catalog ``multi_route``)."""
+
+    specialist: str = Field(description="The specialist that does it")
+    job: str = Field(description="What the part is, as the router put it")
+
+
 class RoutingInfo(BaseModel):
     """How the broker agent chose the specialist."""
 
@@ -158,6 +165,11 @@ class RoutingInfo(BaseModel):
     cached: bool = Field(default=False, description="Reused for an identical earlier request")
     guard: str | None = Field(default=None, description="Routing directives found in the input, if any")
     fallback: str | None = Field(default=None, description="Why the rules decided instead of the LLM")
+    parts: list[RoutedPartInfo] = Field(
+        default_factory=list,
+        description="The distinct jobs the request was split into (catalog multi_route), each a child of the "
+        "task's group, which the task's specialist combines; empty: routed whole",
+    )
     model: str | None = Field(default=None, description="The model the router called (null: none)")
     cost: float = Field(default=0.0, description="USD the routing call cost (the catalog's prices)")
 
@@ -328,10 +340,16 @@ class TaskResult(BaseModel):
 
 
 class TaskPage(BaseModel):
-    """One page of tasks, newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+    """One page of tasks, newest first; pass ``next_cursor`` as ``cursor`` for the next page. With
+    ``fields``, each item holds only those fields (and ``id``)."""
 
     items: list[TaskDocument]
     next_cursor: str | None
+    truncated: bool = Field(
+        default=False,
+        description="The page stopped before its limit because its items reached the API's byte bound "
+        "(TASKYARD_API_MAX_PAGE_BYTES); next_cursor continues after its last item",
+    )
 
 
 class TaskEventDocument(BaseModel):
@@ -340,8 +358,8 @@ class TaskEventDocument(BaseModel):
     seq: int = Field(description="Its number: from 1, one more per event, in the order they happened")
     type: str = Field(
         description="accepted, routed, attempt_started, llm_call, tool_call, token, retry_scheduled, resumed, "
-        "handed_back, cancel_requested, lease_expired, replayed, delegated, child_finished, or a terminal "
-        "status (completed, failed, cancelled, dead_lettered)"
+        "handed_back, cancel_requested, lease_expired, replayed, delegated, child_finished, parts_finished, or a "
+        "terminal status (completed, failed, cancelled, dead_lettered)"
     )
     data: dict[str, Any] = Field(description="What the type says happened (see the API documentation)")
     at: str = Field(

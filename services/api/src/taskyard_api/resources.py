@@ -1,7 +1,8 @@
 """Everything the API holds open: opened once at start, closed in reverse order when it stops.
 
 A broken catalog or an unreachable database stops the start (the orchestrator retries); an unreachable
-RabbitMQ does not: the API serves reads and answers 503 to submissions meanwhile.
+RabbitMQ does not: the API serves reads and answers 503 to submissions meanwhile. The catalog is followed
+(``live``) while the API runs: what it checks submissions against and lists is always the current one.
 """
 
 from __future__ import annotations
@@ -18,29 +19,36 @@ from taskyard_api.submission.published import PublishedMarker
 from taskyard_api.submission.sweeper import Sweeper
 from taskyard_api.submission.token_batches import BatchedBuckets
 from taskyard_api.tenancy.key_cache import CachedKeys
+from taskyard_api.tenancy.read_limit import ReadLimiter
 from taskyard_api.watching.watcher import Watcher
 from taskyard_api.webhooks.deliveries import WebhookDeliveries
-from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common import metrics
+from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.budgets import BudgetStore
 from taskyard_common.store.keys import KeyStore
 from taskyard_common.store.rate_limits import RateLimitStore
+from taskyard_common.store.retention import TABLES, RetentionStore
 from taskyard_common.store.schedules import ScheduleStore
 from taskyard_common.store.spend import SpendStore
+from taskyard_common.store.tenant_limits import TenantLimitStore
 from taskyard_common.topology import Topology
 
 
 @dataclass(frozen=True, kw_only=True)
 class Resources:
     settings: ServiceSettings
-    catalog: Catalog
+    live: LiveCatalog
     topology: Topology
     store: TaskStore
     bus: BusLink
     # Share the task store's connection pool (closed with it).
     keys: CachedKeys
     limits: BatchedBuckets
+    # Reads per tenant, in this process.
+    reads: ReadLimiter
     # Marks confirmed submissions published, in batches.
     published: PublishedMarker
     # Stores concurrent submissions together.
@@ -51,6 +59,10 @@ class Resources:
     watcher: Watcher
     # The cron schedules, on the task store's pool.
     schedules: ScheduleStore
+    # Deleting finished tasks with everything attached, on the task store's pool.
+    retention: RetentionStore
+    # The tenants' limits (max_running), on the task store's pool.
+    tenant_limits: TenantLimitStore
     # What the tenants' tasks spent on LLM calls, their budgets and the monthly one's check, on the task
     # store's pool.
     spend: SpendStore
@@ -64,9 +76,14 @@ class Resources:
     async def open(cls, settings: ServiceSettings) -> AsyncIterator[Resources]:
         """Open everything and start the background rounds; on exit, close them in reverse order (the
         exit stack's callbacks run last-in first-out, also when opening failed half-way)."""
-        catalog = load_catalog(settings.catalog.path)
+        # DELETE /v1/tasks/{id} and /v1/tenant/tasks count the rows they remove.
+        metrics.init_store_labels(TABLES)
         topology = Topology(settings.amqp.prefix)
         async with AsyncExitStack() as stack:
+            live = await stack.enter_async_context(
+                open_live_catalog(settings.catalog, settings.db, sighup=True)
+            )
+            catalog = live.catalog
             store = await PostgresTaskStore.open(settings.db)
             stack.push_async_callback(store.close)
             # Closed after the sweeper, before the store: its last flush marks what the final requests
@@ -112,19 +129,32 @@ class Resources:
             budgets = BudgetStore(store.pool, acquire_timeout=timeout)
             yield cls(
                 settings=settings,
-                catalog=catalog,
+                live=live,
                 topology=topology,
                 store=store,
                 bus=bus,
                 keys=CachedKeys(KeyStore(store.pool), ttl_seconds=settings.api.auth_cache_seconds),
                 limits=BatchedBuckets(RateLimitStore(store.pool)),
+                reads=ReadLimiter(
+                    per_second=settings.api.read_rate_limit_per_second,
+                    burst=settings.api.read_rate_limit_burst,
+                ),
                 published=published,
                 inserts=inserts,
                 deliveries=WebhookDeliveries(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
                 watcher=watcher,
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                retention=RetentionStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                tenant_limits=TenantLimitStore(
+                    store.pool, acquire_timeout=settings.db.command_timeout_seconds
+                ),
                 spend=spend,
                 budgets=budgets,
                 budget_gate=BudgetGate(budgets, spend, ttl_seconds=settings.api.auth_cache_seconds),
                 rate_limits=RateLimitStore(store.pool, acquire_timeout=timeout),
             )
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog now (it follows its source)."""
+        return self.live.catalog

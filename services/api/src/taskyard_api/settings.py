@@ -24,6 +24,9 @@ class ApiSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    # Serve /metrics on a port of its own (same host) and answer 404 for it on ``port``: then an Ingress
+    # in front of ``port`` cannot expose the metrics. None: /metrics on ``port`` (local development).
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
     # Request bodies above this are refused with 413 before they reach a handler.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1)
     # A task's ``input`` above this (its compact JSON encoding, in UTF-8 bytes) is refused with 422: it is
@@ -37,6 +40,9 @@ class ApiSettings(BaseSettings):
     published_flush_seconds: float = Field(default=0.05, gt=0, le=5)
     default_page_size: int = Field(default=50, ge=1, le=PAGE_SIZE_CEILING)
     max_page_size: int = Field(default=PAGE_SIZE_CEILING, ge=1, le=PAGE_SIZE_CEILING)
+    # A list page's items stop at this many bytes of JSON too (at least one item): the page says it was cut
+    # (truncated) and its next_cursor goes on from there.
+    max_page_bytes: int = Field(default=1024 * 1024, ge=1024)
     # Cap of the exponential backoff between RabbitMQ connection attempts before the first success
     # (afterwards aio-pika's robust connection reconnects on its own).
     broker_retry_max_seconds: float = Field(default=30.0, gt=0)
@@ -53,6 +59,9 @@ class ApiSettings(BaseSettings):
     # Submissions per tenant, shared by every replica (a token bucket in PostgreSQL); either 0 disables it.
     rate_limit_per_second: float = Field(default=50.0, ge=0, allow_inf_nan=False)
     rate_limit_burst: int = Field(default=100, ge=0)
+    # Reads (every GET under /v1) per tenant and API process (tenancy/read_limit.py); either 0 disables it.
+    read_rate_limit_per_second: float = Field(default=100.0, ge=0, allow_inf_nan=False)
+    read_rate_limit_burst: int = Field(default=200, ge=0)
     # Event streams and long-polls wake on RabbitMQ wake-ups; besides, the watched tasks are read this often
     # (one query for all of them), so a lost wake-up only delays.
     watch_poll_seconds: float = Field(default=2.0, gt=0, le=60)

@@ -1,5 +1,6 @@
 """The broker agent: the intake and dead-letter consumers, the lease reaper, the queue sampler, the webhook
-dispatcher and the cron schedules' scheduler, on the resources of one process; a graceful stop."""
+dispatcher, the cron schedules' scheduler and the retention loop, on the resources of one process; a
+graceful stop."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 
 import aiormq
-from aio_pika.abc import AbstractQueue
+from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 
 from taskyard_broker_agent.dead_letters.consumer import DeadLetterConsumer
 from taskyard_broker_agent.inflight import InFlight
@@ -18,12 +19,17 @@ from taskyard_broker_agent.intake.handler import IntakeHandler
 from taskyard_broker_agent.queue_metrics import QueueMetrics
 from taskyard_broker_agent.reaper import Reaper
 from taskyard_broker_agent.resources import Resources
+from taskyard_broker_agent.retention import Retention
 from taskyard_broker_agent.scheduling.scheduler import Scheduler
 from taskyard_broker_agent.settings import ServiceSettings
 from taskyard_broker_agent.webhooks.dispatcher import Dispatcher
 from taskyard_common import metrics
 from taskyard_common.amqp import consume
+from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import diff
 from taskyard_common.messages import IntakeMessage
+from taskyard_common.slots import WeightedSlots
+from taskyard_common.topology import declare_specialist
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +44,7 @@ class BrokerAgent:
         self.reaper: Reaper | None = None
         self.webhooks: Dispatcher | None = None
         self.scheduler: Scheduler | None = None
+        self.retention: Retention | None = None
         self._queue_metrics: QueueMetrics | None = None
         self._intake_inflight = InFlight("intake message")
         self._dead_letter_inflight = InFlight("dead letter")
@@ -65,15 +72,38 @@ class BrokerAgent:
         self._closing = closing
         log.info(
             "consuming %s (prefetch %d, routing with %s) and %s; reaping expired leases every %.1f s",
-            resources.intake_queue.name,
+            [queue.name for queue in resources.intake_queues],
             self.settings.broker.prefetch,
             f"LLM {self.settings.llm.model}" if resources.router.uses_llm else "rules only",
             resources.dead_letter_queue.name,
             self.settings.broker.reaper_interval_seconds,
         )
 
+    async def _catalog_changed(self, old: Catalog, new: Catalog) -> None:
+        """Before a new catalog takes effect: its new specialists' queues declared (so that nothing is
+        routed to a queue that does not exist), the router rebuilt (prompt, rules, guard, an empty cache),
+        the metric labels and sampled queues extended. A removed specialist's queues stay (they may hold
+        tasks; the operator deletes them when asked)."""
+        resources = self.resources
+        if resources is None:
+            return
+        added = diff(old, new).added
+        if added:
+            channel = await resources.connection.channel()
+            try:
+                for name in added:
+                    await declare_specialist(channel, resources.topology, name, self.settings.amqp)
+            finally:
+                if not channel.is_closed:
+                    await channel.close()
+        resources.router.use_catalog(new)
+        metrics.init_broker_labels(new.names)
+        if self._queue_metrics is not None:
+            self._queue_metrics.use_names(new.names)
+
     async def _start_parts(self, resources: Resources) -> None:
         metrics.init_broker_labels(resources.catalog.names)
+        resources.live.on_change(self._catalog_changed)
         if resources.router.uses_llm:
             metrics.init_llm_labels(self.settings.llm.model)
         context = resources.context()
@@ -88,22 +118,36 @@ class BrokerAgent:
         if self.settings.scheduler.enabled:
             self.scheduler = Scheduler(context, resources.schedules)
             self.scheduler.start()
+        if self.settings.retention.enabled:
+            self.retention = Retention(resources.retention, self.settings.retention)
+            self.retention.start()
         tag = await resources.dead_letter_queue.consume(
             self._dead_letter_inflight.track(dead_letters.on_message)
         )
         self._consumers.append((resources.dead_letter_queue, tag))
-        tag = await consume(resources.intake_queue, IntakeMessage, self._intake_inflight.track(intake))
-        self._consumers.append((resources.intake_queue, tag))
+        # Every level's intake queue, under one limit of ``prefetch`` messages handled at once, granted by
+        # weighted selection between the levels (taskyard_common.slots).
+        slots = WeightedSlots(self.settings.broker.prefetch)
+
+        async def gated(message: IntakeMessage, incoming: AbstractIncomingMessage) -> None:
+            async with slots.slot(message.priority):
+                await intake(message, incoming)
+
+        for queue in resources.intake_queues:
+            tag = await consume(queue, IntakeMessage, self._intake_inflight.track(gated))
+            self._consumers.append((queue, tag))
 
     async def ready(self) -> bool:
         """What ``/readyz`` answers: the reaper's, the dispatcher's and (when enabled) the scheduler's loops
-        running, the broker channels open, the database answering."""
+        running (and the retention loop, when enabled), the broker channels open, the database answering."""
         resources, reaper, webhooks = self.resources, self.reaper, self.webhooks
         if resources is None or reaper is None or not reaper.running:
             return False
         if webhooks is None or not webhooks.running:
             return False
         if self.settings.scheduler.enabled and (self.scheduler is None or not self.scheduler.running):
+            return False
+        if self.settings.retention.enabled and (self.retention is None or not self.retention.running):
             return False
         return await resources.reachable()
 
@@ -132,12 +176,14 @@ class BrokerAgent:
         reaper, self.reaper = self.reaper, None
         webhooks, self.webhooks = self.webhooks, None
         scheduler, self.scheduler = self.scheduler, None
+        retention, self.retention = self.retention, None
         await asyncio.gather(
             self._intake_inflight.drain(grace_seconds),
             self._dead_letter_inflight.drain(grace_seconds),
             reaper.stop(grace_seconds) if reaper is not None else asyncio.sleep(0),
             webhooks.stop(grace_seconds) if webhooks is not None else asyncio.sleep(0),
             scheduler.stop(grace_seconds) if scheduler is not None else asyncio.sleep(0),
+            retention.stop(grace_seconds) if retention is not None else asyncio.sleep(0),
         )
 
     async def __aenter__(self) -> BrokerAgent:

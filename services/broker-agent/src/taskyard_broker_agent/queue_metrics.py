@@ -7,6 +7,8 @@ queue that is missing or a broker that is unreachable leaves the last values and
 RabbitMQ does not expose a message's age over AMQP (a passive declare answers counts only, and peeking at
 the head would need a get and a requeue, which counts as a delivery in a quorum queue), so the age of the
 oldest waiting task comes from the task store instead: one grouped query per round (``oldest_waiting``).
+So do the workflow gauges (groups and chains in progress, waiting parents): any process starts and ends
+workflows, and only the store knows them all (``workflow_counts``).
 """
 
 from __future__ import annotations
@@ -35,22 +37,42 @@ class QueueMetrics:
     ) -> None:
         """Samples every queue of the catalog's specialists (work, quarantine), the intake and the
         dead-letter queue on ``connection``; the oldest-task age of the intake and work queues."""
-        topology, names = context.topology, context.catalog.names
+        self._topology = context.topology
         self._connection = connection
         self._store = context.store
-        self._intake_queue = topology.intake_queue
+        self._intake_queue = context.topology.intake_queue
+        self._specialist_queues: dict[str, str] = {}
+        self._queues: list[str] = []
+        self._loop = PeriodicTask("queue-metrics", interval_seconds, self.sample, first_after=0, logger=log)
+        self.use_names(context.catalog.names)
+
+    def use_names(self, names: list[str]) -> None:
+        """Sample the queues of these specialists from the next round on (the catalog changed); the series
+        of queues no longer sampled are removed rather than left at their last value."""
+        topology = self._topology
+        before = set(self._queues) | {self._intake_queue, *self._specialist_queues.values()}
         self._specialist_queues = {name: topology.specialist_queue(name) for name in names}
         self._queues = [
             *topology.work_queue_names(names),
             *(topology.quarantine_queue(name) for name in names),
             topology.dead_letter_queue,
         ]
-        self._loop = PeriodicTask("queue-metrics", interval_seconds, self.sample, first_after=0, logger=log)
         for name in self._queues:
             metrics.QUEUE_MESSAGES_READY.labels(name)
             metrics.QUEUE_CONSUMERS.labels(name)
         for name in (self._intake_queue, *self._specialist_queues.values()):
             metrics.QUEUE_OLDEST_TASK_AGE.labels(name)
+        after = set(self._queues) | {self._intake_queue, *self._specialist_queues.values()}
+        for name in before - after:
+            for gauge in (
+                metrics.QUEUE_MESSAGES_READY,
+                metrics.QUEUE_CONSUMERS,
+                metrics.QUEUE_OLDEST_TASK_AGE,
+            ):
+                try:
+                    gauge.remove(name)
+                except KeyError:
+                    pass
 
     def start(self) -> None:
         self._loop.start()
@@ -83,6 +105,8 @@ class QueueMetrics:
                 log.debug("queue metrics: %s: %s", name, exc)
         _raise_if_cancelling()
         await self.sample_ages()
+        _raise_if_cancelling()
+        await self.sample_workflows()
 
     async def sample_ages(self) -> None:
         """One query for every queue's oldest waiting task; a queue with none waiting reads 0."""
@@ -95,6 +119,19 @@ class QueueMetrics:
         metrics.QUEUE_OLDEST_TASK_AGE.labels(self._intake_queue).set(ages.pending_seconds or 0.0)
         for specialist, queue in self._specialist_queues.items():
             metrics.QUEUE_OLDEST_TASK_AGE.labels(queue).set(ages.queued_seconds.get(specialist, 0.0))
+
+    async def sample_workflows(self) -> None:
+        """One query for the workflow gauges; a failed one leaves the last values."""
+        try:
+            async with asyncio.timeout(5):
+                counts = await self._store.workflow_counts()
+        except (TimeoutError, StoreUnavailable) as exc:
+            log.debug("queue metrics: workflows: %s", exc)
+            return
+        metrics.WORKFLOWS_IN_PROGRESS.labels("group").set(counts.groups)
+        metrics.WORKFLOWS_IN_PROGRESS.labels("chain").set(counts.chains)
+        metrics.WAITING_PARENTS.labels("delegation").set(counts.waiting_delegation)
+        metrics.WAITING_PARENTS.labels("multi_route").set(counts.waiting_parts)
 
 
 def _raise_if_cancelling() -> None:

@@ -11,6 +11,14 @@ once and each task is taken by one of them:
   every time): the store writes its ``dead_letters`` row (reason ``delivery_limit``, queue ``lease``) in
   the same transaction, so the dead-letter API lists it.
 
+A lease that expired while the database was away is not a dead worker's: the workers' heartbeats could not
+renew anything either. So after the reaper lost the database (a round failed on it, or no round got through
+for longer than ``reaper_recovery_grace_seconds`` plus the interval) it reclaims nothing until the database
+has answered for ``reaper_recovery_grace_seconds``: long enough for every live worker's next heartbeat, which
+renews a lease it still holds even after it ran out. Without this, an outage longer than a lease handed
+healthy early-settled tasks to a second worker. An agent that starts reclaims at once (nothing says it
+lost the database).
+
 Reclaim commits before the publish. A publish that fails is retried in the next rounds from memory; an
 agent that dies between the two leaves a ``queued`` task whose ``published_at`` is NULL, which
 ``stale_queued`` finds after ``republish_after`` and which is then published again. Duplicates are harmless:
@@ -28,15 +36,18 @@ from uuid import UUID
 from taskyard_broker_agent.context import AgentContext
 from taskyard_common import metrics
 from taskyard_common.announce import publish_then_mark
-from taskyard_common.errors import NotAnnounceable, TaskyardError
+from taskyard_common.errors import NotAnnounceable, StoreUnavailable, TaskyardError, Unroutable
 from taskyard_common.lifecycle import TaskStatus
-from taskyard_common.messages import WorkMessage, utcnow
+from taskyard_common.messages import WorkMessage
 from taskyard_common.periodic import PeriodicTask
 from taskyard_common.store import TaskRecord
 
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 100
+# How long a stale task that could not be re-published (never routed, its specialist's queue missing) is
+# left out of the reaper's queries (at least ``republish_after``).
+SKIP_SECONDS = 60.0
 
 
 def work_message(task: TaskRecord) -> WorkMessage | None:
@@ -56,6 +67,8 @@ class Sweep:
     republished: list[UUID] = field(default_factory=list)
     unsent: int = 0
     groups_settled: int = 0
+    # Expired leases left alone this round: the database came back too recently (see the module's doc).
+    held_back: int = 0
 
 
 class Reaper:
@@ -64,14 +77,24 @@ class Reaper:
         self._store = context.store
         self._publisher = context.publisher
         self._topology = context.topology
-        self._specialists = context.specialists
+        self._context = context
         # A lease may expire as often as a message may be delivered; then the task is dead-lettered.
         self._max_expirations = settings.amqp.delivery_limit
         self._republish_after = timedelta(seconds=settings.broker.republish_after_seconds)
         self._batch = batch_size
+        self._grace = settings.broker.reaper_recovery_grace_seconds
+        # No round got through for this long: the database was away (rounds hung rather than failed).
+        self._gap = settings.broker.reaper_interval_seconds + self._grace
+        # Loop time since which the database has answered every round (None: it failed the last one), and
+        # when it last answered. From the start: an agent that just started reclaims at once.
+        self._answering_since: float | None = float("-inf")
+        self._last_answer: float | None = None
         # Requeued tasks whose publish failed: retried each round until one succeeds, or until
         # ``stale_queued`` would find them anyway.
         self._unsent: dict[UUID, tuple[WorkMessage, float]] = {}
+        # Stale tasks it could not re-publish (never routed, no queue for the specialist): left out of its
+        # queries until then (loop time), so they never fill the batch and starve the others.
+        self._skipped: dict[UUID, float] = {}
         # A failed round (the database or the broker away) is logged by the loop; the next one tries again.
         self._loop = PeriodicTask(
             "reaper", settings.broker.reaper_interval_seconds, self._round, first_after=0, logger=log
@@ -91,6 +114,13 @@ class Reaper:
 
     async def _round(self) -> None:
         done = await self.sweep()
+        if done.held_back:
+            log.info(
+                "reaper: %d expired lease(s) left to their workers' heartbeats: the database is back since"
+                " less than %gs",
+                done.held_back,
+                self._grace,
+            )
         if done.requeued or done.dead_lettered or done.republished:
             log.info(
                 "reaper: %d requeued, %d dead-lettered, %d re-published, %d waiting to be sent",
@@ -103,21 +133,51 @@ class Reaper:
     async def sweep(self) -> Sweep:
         """One round: retry failed publishes, reclaim expired leases, re-publish stale requeued tasks, settle
         overdue groups."""
+        try:
+            return await self._sweep()
+        except StoreUnavailable:
+            self._answering_since = None
+            raise
+
+    async def _sweep(self) -> Sweep:
         done = Sweep()
         await self._retry_unsent(done)
-        for task in await self._store.expired_leases(limit=self._batch):
-            await self._reclaim(task, done)
-        stale = await self._store.stale_queued(older_than=utcnow() - self._republish_after, limit=self._batch)
-        for task in stale:
+        expired = await self._store.expired_leases(limit=self._batch)
+        if self._watched_long_enough():
+            for task in expired:
+                await self._reclaim(task, done)
+        else:
+            done.held_back = len(expired)
+        # By the database's clock, which wrote updated_at: the host's may be ahead of it or behind.
+        older_than = await self._store.database_now() - self._republish_after
+        now = asyncio.get_running_loop().time()
+        self._skipped = {task_id: until for task_id, until in self._skipped.items() if until > now}
+        exclude = [*self._unsent, *self._skipped]
+        for task in await self._store.stale_queued(older_than=older_than, limit=self._batch, exclude=exclude):
             work = work_message(task)
-            if work is not None and task.id not in self._unsent and await self._send(work):
+            failure = await self._publish(work) if work is not None else NotAnnounceable("never routed")
+            if failure is None:
                 done.republished.append(task.id)
+            elif isinstance(failure, Unroutable | NotAnnounceable):
+                # Not a blip (the broker away fails every publish alike): try it again only after a while.
+                self._skipped[task.id] = now + max(SKIP_SECONDS, self._republish_after.total_seconds())
         # Groups whose last child ended in a process that died before settling them (idempotent).
         for group_id in await self._store.unsettled_groups(limit=self._batch):
             await self._store.settle_group(group_id)
             done.groups_settled += 1
         done.unsent = len(self._unsent)
         return done
+
+    def _watched_long_enough(self) -> bool:
+        """The database just answered: has it answered long enough since it was last away to tell a dead
+        worker's lease from one whose renewals the outage stopped?"""
+        now = asyncio.get_running_loop().time()
+        if self._answering_since is None or (
+            self._last_answer is not None and now - self._last_answer > self._gap
+        ):
+            self._answering_since = now
+        self._last_answer = now
+        return now - self._answering_since >= self._grace
 
     async def _reclaim(self, task: TaskRecord, done: Sweep) -> None:
         work = work_message(task)
@@ -126,7 +186,7 @@ class Reaper:
         if outcome is TaskStatus.DEAD_LETTERED:
             metrics.LEASES_RECLAIMED.labels("dead_lettered").inc()
             metrics.DEAD_LETTERS.labels("delivery_limit").inc()
-            metrics.count_dead_lettered(task.specialist, self._specialists)
+            metrics.count_dead_lettered(task.specialist, self._context.specialists)
             log.warning(
                 "task %s dead-lettered: its lease expired %d times (reason=delivery_limit queue=lease)",
                 task.id,
@@ -160,10 +220,13 @@ class Reaper:
                 del self._unsent[task_id]
 
     async def _send(self, work: WorkMessage) -> bool:
+        return await self._publish(work) is None
+
+    async def _publish(self, work: WorkMessage) -> TaskyardError | None:
         try:
             await publish_then_mark(self._publisher, self._topology, work, self._store.mark_published)
         except TaskyardError as exc:
-            # Back pressure, a broker outage, or no queue for the specialist: try again next round.
+            # Back pressure, a broker outage, or no queue for the specialist: try again later.
             log.warning("could not publish task %s to %s: %s", work.task_id, work.specialist, exc)
-            return False
-        return True
+            return exc
+        return None

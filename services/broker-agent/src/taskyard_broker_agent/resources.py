@@ -1,7 +1,8 @@
 """Everything the broker agent process holds open: opened once at start, closed once, in reverse order.
 
 The catalog is read before anything connects, so a bad catalog fails at once (exit 2, see ``main``)
-instead of after connecting to the database and the broker.
+instead of after connecting to the database and the broker; it is then followed (``live``) while the
+agent runs.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.settings import ServiceSettings
 from taskyard_broker_agent.webhooks.outbox import Outbox
-from taskyard_common.amqp import Publisher, connect, server_version
-from taskyard_common.catalog import Catalog, load_catalog
+from taskyard_common.amqp import Publisher, connect
+from taskyard_common.broker_version import server_version
+from taskyard_common.catalog import Catalog
+from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.event_bus import EventNotifier
 from taskyard_common.follow_up_announcer import FollowUpAnnouncer
 from taskyard_common.health import HealthServer, ReadyCheck
 from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.store import PostgresTaskStore
 from taskyard_common.store.rate_limits import RateLimitStore
+from taskyard_common.store.retention import RetentionStore
 from taskyard_common.store.schedules import ScheduleStore
 from taskyard_common.store.webhook_secrets import WebhookSecretStore
 from taskyard_common.topology import Topology, dead_letter_queue_arguments, declare
@@ -40,14 +44,15 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, kw_only=True)
 class Resources:
     settings: ServiceSettings
-    catalog: Catalog
+    live: LiveCatalog
     topology: Topology
     store: PostgresTaskStore
     router: Router
     connection: AbstractRobustConnection
-    # The intake consumer's channel: its prefetch bounds the intake messages in flight in this process.
+    # The intake consumers' channel, one consumer per priority level's queue (highest first), each with a
+    # prefetch of twice ``prefetch``; the agent's weighted slots bound the messages handled at once.
     intake_channel: AbstractChannel
-    intake_queue: AbstractQueue
+    intake_queues: tuple[AbstractQueue, ...]
     # Dead letters on a channel of their own: their prefetch is independent of the intake's.
     dead_letter_channel: AbstractChannel
     dead_letter_queue: AbstractQueue
@@ -58,14 +63,19 @@ class Resources:
     webhook_secrets: WebhookSecretStore
     # The cron schedules, on the task store's pool.
     schedules: ScheduleStore
+    # Removing finished tasks past their retention, on the task store's pool.
+    retention: RetentionStore
 
     @classmethod
     @asynccontextmanager
     async def open(cls, settings: ServiceSettings, *, ready: ReadyCheck) -> AsyncIterator[Resources]:
         """Open everything, yield it, close it in reverse order. ``ready`` answers ``/readyz``."""
-        catalog = load_catalog(settings.catalog.path)
         topology = Topology(settings.amqp.prefix)
         async with AsyncExitStack() as stack:
+            live = await stack.enter_async_context(
+                open_live_catalog(settings.catalog, settings.db, sighup=True)
+            )
+            catalog = live.catalog
             store = await PostgresTaskStore.open(settings.db)
             stack.push_async_callback(store.close)
             router = Router.create(
@@ -86,12 +96,14 @@ class Resources:
             stack.push_async_callback(connection.close)
             log.info("connected to RabbitMQ %s", ".".join(map(str, server_version(connection))))
             intake_channel = await connection.channel()
-            await intake_channel.set_qos(prefetch_count=settings.broker.prefetch)
+            await intake_channel.set_qos(prefetch_count=2 * settings.broker.prefetch)
             declared = await declare(intake_channel, topology, catalog.names, settings.amqp)
             dead_letter_channel = await connection.channel()
             await dead_letter_channel.set_qos(prefetch_count=settings.broker.dead_letter_prefetch)
             dead_letter_queue = await dead_letter_channel.declare_queue(
-                topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
+                topology.dead_letter_queue,
+                durable=True,
+                arguments=dead_letter_queue_arguments(server_version(connection)),
             )
             publisher = await Publisher.open(connection, settings.amqp)
             stack.push_async_callback(publisher.close)
@@ -109,13 +121,13 @@ class Resources:
             stack.push_async_callback(health.close)
             yield cls(
                 settings=settings,
-                catalog=catalog,
+                live=live,
                 topology=topology,
                 store=store,
                 router=router,
                 connection=connection,
                 intake_channel=intake_channel,
-                intake_queue=declared.queues[topology.intake_queue],
+                intake_queues=tuple(declared.queues[name] for name in topology.intake_queues()),
                 dead_letter_channel=dead_letter_channel,
                 dead_letter_queue=dead_letter_queue,
                 publisher=publisher,
@@ -125,13 +137,18 @@ class Resources:
                     store.pool, acquire_timeout=settings.db.command_timeout_seconds
                 ),
                 schedules=ScheduleStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
+                retention=RetentionStore(store.pool, acquire_timeout=settings.db.command_timeout_seconds),
             )
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.live.catalog
 
     def context(self) -> AgentContext:
         """What the agent's parts work with."""
         return AgentContext(
             settings=self.settings,
-            catalog=self.catalog,
+            live=self.live,
             topology=self.topology,
             store=self.store,
             publisher=self.publisher,

@@ -26,8 +26,9 @@ class BrokerAgentSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TASKYARD_BROKER_", extra="ignore")
 
-    # Intake messages in flight per process. Routing is I/O bound (one LLM call, two SQL statements, one
-    # confirmed publish), so a high prefetch keeps the LLM endpoint busy without more processes.
+    # Intake messages handled at once per process, whatever their priority (each level's intake consumer
+    # prefetches twice this). Routing is I/O bound (one LLM call, two SQL statements, one confirmed
+    # publish), so a high limit keeps the LLM endpoint busy without more processes.
     prefetch: int = Field(default=64, ge=1, le=10_000)
     # False forces the rules router even when an LLM endpoint is configured (cost, outage, air gap).
     llm_routing: bool = True
@@ -50,6 +51,11 @@ class BrokerAgentSettings(BaseSettings):
     dead_letter_prefetch: int = Field(default=32, ge=1, le=10_000)
     # How often the reaper looks for running tasks whose lease expired.
     reaper_interval_seconds: float = Field(default=5.0, gt=0)
+    # After the database was away from the reaper (a round failed on it, or no round got through for longer
+    # than this plus the interval), expired leases are left alone for this long once it answers again: the
+    # workers' heartbeats failed too meanwhile, and a live worker renews its leases within a third of its
+    # lease (TASKYARD_WORKER_LEASE_SECONDS, 30 by default) of the database's return. Keep it at least that.
+    reaper_recovery_grace_seconds: float = Field(default=30.0, ge=0)
     # A requeued task whose work message is still not confirmed published after this long (an agent died
     # between reclaiming and publishing it) is published again.
     republish_after_seconds: float = Field(default=60.0, gt=0)
@@ -71,6 +77,26 @@ class SchedulerSettings(BaseSettings):
     batch_size: int = Field(default=100, ge=1, le=10_000)
 
 
+class RetentionSettings(BaseSettings):
+    """Retention of finished tasks (``TASKYARD_TASK_RETENTION_*``): the broker agent's retention loop."""
+
+    model_config = SettingsConfigDict(env_prefix="TASKYARD_TASK_RETENTION_", extra="ignore")
+
+    # Finished tasks older than this (since they finished) are removed with everything attached to them,
+    # unless their tenant has its own retention (taskyard-admin tenants retention).
+    days: float = Field(default=30.0, gt=0, le=36500)
+    # Off: this agent removes nothing (another replica, or none, does).
+    enabled: bool = True
+    # How often a round starts; a round removes batches until none is left or ``max_batches`` ran.
+    interval_seconds: float = Field(default=60.0, gt=0, le=86400)
+    # Tasks per batch, one transaction each: the locks and the WAL of one batch stay small.
+    batch_size: int = Field(default=500, ge=1, le=10_000)
+    max_batches: int = Field(default=100, ge=1, le=100_000)
+    # A pause between two batches, so a backlog is worked off without taking the database from the
+    # submit path.
+    batch_pause_seconds: float = Field(default=0.05, ge=0, le=60)
+
+
 class ServiceSettings(BaseModel):
     """Everything the broker agent process needs, built once and passed down."""
 
@@ -87,6 +113,7 @@ class ServiceSettings(BaseModel):
     webhook: WebhookSettings
     # Read from the environment when not given (``get_settings`` gives it).
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     @property
     def llm_routing_enabled(self) -> bool:
@@ -107,4 +134,5 @@ def get_settings() -> ServiceSettings:
         broker=BrokerAgentSettings(),
         webhook=WebhookSettings(),
         scheduler=SchedulerSettings(),
+        retention=RetentionSettings(),
     )

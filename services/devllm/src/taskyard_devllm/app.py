@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from taskyard_devllm import streaming
 from taskyard_devllm.limits import Counts, Limit, Limits
 from taskyard_devllm.replies import MARK, count_tokens, reply
-from taskyard_devllm.scripts import Script, Scripts, Step
+from taskyard_devllm.scripts import Script, Scripts, Step, conversation_key
 
 log = logging.getLogger("taskyard_devllm")
 
@@ -115,6 +115,10 @@ def create_app(latency_seconds: float = 0.0, rpm: int | None = None) -> FastAPI:
         if refused is not None:
             return _error(429, "rate limit reached for requests", refused)
         scripts.requests[model].append(body)
+        conversation = conversation_key(body["messages"])
+        scripts.calls[model][conversation] += 1
+        if request.client is not None:
+            scripts.callers[model][conversation] = f"{request.client.host}:{request.client.port}"
         number = next(counter)
         step: Step | None = scripts.next_step(model, body["messages"])
         delay = latency_seconds + (step.delay_seconds if step else 0.0)
@@ -130,6 +134,8 @@ def create_app(latency_seconds: float = 0.0, rpm: int | None = None) -> FastAPI:
         else:
             message = reply(body)
         log.info("reply %d for model %s %s", number, model, MARK)
+        if not message.get("tool_calls"):
+            scripts.answers[model][conversation] += 1
         completion = _completion(model, number, message, count_tokens(body["messages"]))
         if body.get("stream"):
             return _streamed(completion, body, step)
@@ -158,6 +164,17 @@ def create_app(latency_seconds: float = 0.0, rpm: int | None = None) -> FastAPI:
     @app.get("/_control/requests/{model}")
     async def recorded(model: str) -> dict[str, Any]:
         return {"model": model, "requests": list(scripts.requests.get(model, []))}
+
+    @app.get("/_control/conversations/{model}")
+    async def conversations(model: str) -> dict[str, Any]:
+        """Calls and final answers per conversation (named by its first user message's first 200 chars),
+        and the client address of its latest call."""
+        return {
+            "model": model,
+            "calls": dict(scripts.calls.get(model, {})),
+            "answers": dict(scripts.answers.get(model, {})),
+            "callers": dict(scripts.callers.get(model, {})),
+        }
 
     return app
 

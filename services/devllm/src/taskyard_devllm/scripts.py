@@ -5,12 +5,14 @@ Each test uses its own model name, so tests sharing one server never consume eac
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_RECORDED = 1000
+# A conversation is named by the start of its first user message (a task's input).
+CONVERSATION_KEY_CHARS = 200
 
 
 class ToolCall(BaseModel):
@@ -62,6 +64,13 @@ class Scripts:
         self._repeat: dict[str, Step] = {}
         self._turns: dict[str, list[tuple[str | None, list[Step]]]] = defaultdict(list)
         self.requests: dict[str, deque[dict[str, Any]]] = defaultdict(lambda: deque(maxlen=MAX_RECORDED))
+        # Per model and conversation, unbounded unlike ``requests``: the calls, and the final answers (a
+        # successful reply without tool calls). A task whose conversation got two final answers asked the
+        # model twice for its end: the chaos suite counts runs per task with these.
+        self.calls: dict[str, Counter[str]] = defaultdict(Counter)
+        self.answers: dict[str, Counter[str]] = defaultdict(Counter)
+        # The client address ("host:port") of each conversation's latest call: which process asked.
+        self.callers: dict[str, dict[str, str]] = defaultdict(dict)
 
     def add(self, model: str, script: Script) -> None:
         if script.by_turn:
@@ -78,18 +87,14 @@ class Scripts:
         self._repeat.pop(model, None)
         self._turns.pop(model, None)
         self.requests.pop(model, None)
+        self.calls.pop(model, None)
+        self.answers.pop(model, None)
+        self.callers.pop(model, None)
 
     def next_step(self, model: str, messages: list[Any] | None = None) -> Step | None:
         scripts = self._turns.get(model)
         if scripts:
-            first_user = next(
-                (
-                    str(m.get("content") or "")
-                    for m in messages or []
-                    if isinstance(m, dict) and m.get("role") == "user"
-                ),
-                "",
-            )
+            first_user = first_user_message(messages)
             matching = [s for w, s in scripts if w is not None and w in first_user]
             candidates = matching or [s for w, s in scripts if w is None]
             if candidates:
@@ -103,3 +108,18 @@ class Scripts:
                 del self._steps[model]
             return step
         return self._repeat.get(model)
+
+
+def first_user_message(messages: list[Any] | None) -> str:
+    return next(
+        (
+            str(m.get("content") or "")
+            for m in messages or []
+            if isinstance(m, dict) and m.get("role") == "user"
+        ),
+        "",
+    )
+
+
+def conversation_key(messages: list[Any] | None) -> str:
+    return first_user_message(messages)[:CONVERSATION_KEY_CHARS]

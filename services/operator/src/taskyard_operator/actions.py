@@ -88,15 +88,13 @@ async def observe(
         invalid = Check(False, "InvalidSpec", str(exc)[:1000])
         return Observation(generation, queue=invalid, workload=invalid, scaler=invalid)
     template = resources.settings.operator.worker
-    work_queue, _ = queues.queue_names(the_plan)
     queued: int | None = None
     try:
-        queued = await queues.ready_messages(resources.amqp, work_queue)
-        queue = (
-            Check(True, "Declared")
-            if queued is not None
-            else Check(False, "Missing", f"no queue {work_queue}")
-        )
+        # Ready messages of every level's work queue; one missing (not declared yet) makes it unknown.
+        ready = [await queues.ready_messages(resources.amqp, q) for q in queues.work_queues(the_plan)]
+        missing = [q for q, count in zip(queues.work_queues(the_plan), ready, strict=True) if count is None]
+        queued = None if missing else sum(count or 0 for count in ready)
+        queue = Check(True, "Declared") if not missing else Check(False, "Missing", f"no queue {missing[0]}")
     except BrokerUnavailable as exc:
         queue = Check(None, "BrokerUnavailable", str(exc))
     running = dead = None

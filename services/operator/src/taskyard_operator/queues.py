@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 
-from taskyard_common.amqp import server_version
+from taskyard_common.broker_version import server_version
 from taskyard_common.errors import BrokerUnavailable
 from taskyard_common.settings import AmqpSettings
 from taskyard_common.topology import Topology, declare_specialist
@@ -33,9 +33,14 @@ def queue_settings(base: AmqpSettings, plan: Plan) -> AmqpSettings:
     return base.model_copy(update=update)
 
 
-def queue_names(plan: Plan) -> tuple[str, str]:
-    topology = Topology(plan.amqp_prefix)
-    return topology.specialist_queue(plan.name), topology.quarantine_queue(plan.name)
+def work_queues(plan: Plan) -> tuple[str, ...]:
+    """The specialist's work queues, one per priority level, highest first."""
+    return tuple(Topology(plan.amqp_prefix).specialist_queues(plan.name))
+
+
+def queue_names(plan: Plan) -> tuple[str, ...]:
+    """Every queue of the specialist: its work queues and its quarantine queue."""
+    return (*work_queues(plan), Topology(plan.amqp_prefix).quarantine_queue(plan.name))
 
 
 async def declare(connection: AbstractRobustConnection, base: AmqpSettings, plan: Plan) -> None:

@@ -8,11 +8,14 @@ operator's owner reference and its own `app.kubernetes.io/managed-by` label. No 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from taskyard_common.topology import level_queues_pattern
 from taskyard_operator.model import API_GROUP, API_VERSION, KIND, SPECIALIST_LABEL, SpecError, Specialist
 from taskyard_operator.settings import EnvMap, WorkerTemplate
 
@@ -167,7 +170,7 @@ def pod_spec(template: WorkerTemplate, specialist: Specialist, env: EnvMap) -> d
         container["envFrom"] = [e.model_dump(mode="json", exclude_none=True) for e in specialist.pod.envFrom]
     spec: dict[str, Any] = {
         "serviceAccountName": template.service_account_name,
-        "automountServiceAccountToken": False,
+        "automountServiceAccountToken": template.automount_service_account_token,
     }
     if template.image_pull_secrets:
         spec["imagePullSecrets"] = template.image_pull_secrets
@@ -238,16 +241,17 @@ def _scale(template: WorkerTemplate, specialist: Specialist) -> _Scale:
 
 
 def _rabbitmq_trigger(
-    template: WorkerTemplate, name: str, queue: str, value: int, activation: int
+    template: WorkerTemplate, name: str, queue: str, value: int, activation: int, *, levels: bool = False
 ) -> dict[str, Any]:
-    """``taskyard.rabbitmqTrigger``: ready + unacked messages of one queue (protocol http)."""
-    metadata: dict[str, Any] = {
-        "protocol": "http",
-        "mode": "QueueLength",
-        "queueName": queue,
-        "value": env_string(value),
-        "activationValue": env_string(activation),
-    }
+    """``taskyard.rabbitmqTrigger``: ready + unacked messages of one queue (protocol http); with ``levels``
+    the sum over every priority level's queue of the work queue ``queue`` (one trigger: the HPA takes the
+    highest trigger, not their sum)."""
+    metadata: dict[str, Any] = {"protocol": "http", "mode": "QueueLength"}
+    if levels:
+        metadata |= {"queueName": level_queues_pattern(queue), "useRegex": "true", "operation": "sum"}
+    else:
+        metadata["queueName"] = queue
+    metadata |= {"value": env_string(value), "activationValue": env_string(activation)}
     if template.rabbitmq_host is not None:
         metadata["host"] = template.rabbitmq_host
         metadata["vhostName"] = "/"
@@ -301,6 +305,13 @@ def _metadata(template: WorkerTemplate, specialist: str, owner: dict[str, Any] |
     return meta
 
 
+def specialist_checksum(specialist: Specialist) -> str:
+    """sha256 of this specialist's catalog entry alone: editing it rolls its own pods, and editing another
+    specialist rolls nothing here (every service follows the catalog without a restart)."""
+    entry = json.dumps(specialist.catalog.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(entry.encode()).hexdigest()
+
+
 def deployment(
     template: WorkerTemplate, specialist: Specialist, env: EnvMap, owner: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -313,7 +324,10 @@ def deployment(
     spec["template"] = {
         "metadata": {
             "labels": _labels(template, specialist.name),
-            "annotations": {"checksum/catalog": template.catalog_checksum, **template.pod_annotations},
+            "annotations": {
+                "checksum/specialist": specialist_checksum(specialist),
+                **template.pod_annotations,
+            },
         },
         "spec": pod_spec(template, specialist, env),
     }
@@ -348,7 +362,12 @@ def scaled_object(
     spec["triggers"] = [
         _postgresql_trigger(template, schema, name, scale.tasks_per_replica, scale.activation),
         _rabbitmq_trigger(
-            template, "work-queue", f"{prefix}.work.{name}", scale.tasks_per_replica, scale.activation
+            template,
+            "work-queue",
+            f"{prefix}.work.{name}",
+            scale.tasks_per_replica,
+            scale.activation,
+            levels=True,
         ),
         _rabbitmq_trigger(template, "quarantine-queue", f"{prefix}.quarantine.{name}", 1, 0),
     ]
@@ -386,7 +405,12 @@ def scaled_job(
         },
         "triggers": [
             _rabbitmq_trigger(
-                template, "work-queue", f"{prefix}.work.{name}", scale.tasks_per_replica, scale.activation
+                template,
+                "work-queue",
+                f"{prefix}.work.{name}",
+                scale.tasks_per_replica,
+                scale.activation,
+                levels=True,
             ),
             _rabbitmq_trigger(template, "quarantine-queue", f"{prefix}.quarantine.{name}", 1, 0),
         ],

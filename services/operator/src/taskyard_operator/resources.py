@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import asyncpg
 from aio_pika.abc import AbstractRobustConnection
 
-from taskyard_common.amqp import connect, server_version
+from taskyard_common.amqp import connect
+from taskyard_common.broker_version import server_version
 from taskyard_operator.kube import KubeClient
 from taskyard_operator.settings import Settings
 

@@ -68,10 +68,10 @@ class WorkerTemplate(_Model):
     image_pull_policy: str = "IfNotPresent"
     image_pull_secrets: list[dict[str, Any]] = Field(default_factory=list)
     service_account_name: str = "default"
+    # Mount the service account token: with TASKYARD_CATALOG_SOURCE=kubernetes the worker reads Specialists.
+    automount_service_account_token: bool = False
     pod_security_context: dict[str, Any] = Field(default_factory=dict)
     security_context: dict[str, Any] = Field(default_factory=dict)
-    # sha256 of the catalog text: the Deployment's pods roll when the catalog changes (as the chart's do).
-    catalog_checksum: str = ""
     catalog_config_map: str = "taskyard-catalog"
     catalog_mount_path: str = "/etc/taskyard"
     pod_annotations: dict[str, str] = Field(default_factory=dict)

@@ -4,6 +4,10 @@ Shutdown is graceful because Kubernetes (and KEDA scale-in) stops busy pods: the
 first so no new task arrives, each running task finishes the step it is in (recorded), and is handed back
 (republished, lease released, not charged) to resume at the next step on another worker; a task whose step
 was its last completes. A step still running after ``shutdown_grace_seconds`` is cut short and handed back.
+
+The catalog is followed while the worker runs (``follow_catalog``): a change to this worker's own spec stops
+and starts its consumers again in this process with the new spec (the same graceful stop); a change to any
+other specialist does nothing here; a deleted specialist stops consuming until it is back.
 """
 
 from __future__ import annotations
@@ -12,13 +16,16 @@ import argparse
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
+from typing import Any
 
 import aiormq
 from aio_pika.abc import AbstractQueue
 
 from taskyard_common.amqp import consume
+from taskyard_common.catalog import Catalog, SpecialistSpec
+from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
 from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.metrics import init_failover_labels, init_llm_labels, init_worker_labels
 from taskyard_common.model_specs import fallback_chain
@@ -28,7 +35,7 @@ from taskyard_worker.control import ControlHandler
 from taskyard_worker.flights import Source
 from taskyard_worker.handler import WorkHandler
 from taskyard_worker.heartbeat import Heartbeat
-from taskyard_worker.resources import WorkerResources
+from taskyard_worker.resources import StartupError, WorkerResources, load_spec
 from taskyard_worker.settings import ServiceSettings, get_settings
 
 log = logging.getLogger("taskyard_worker")
@@ -67,7 +74,7 @@ class Worker:
             await consume(control, ControlMessage, ControlHandler(self.context)),
         )
         for queue, source in (
-            (resources.main_queue, Source.MAIN),
+            *((queue, Source.MAIN) for queue in resources.main_queues),
             (resources.quarantine_queue, Source.QUARANTINE),
         ):
             tag = await consume(queue, WorkMessage, self.handler.consumer(source))
@@ -109,9 +116,12 @@ class Worker:
 
 
 @asynccontextmanager
-async def running_worker(settings: ServiceSettings, specialist: str) -> AsyncIterator[Worker]:
-    """Open resources, consume, and on exit stop gracefully and close everything."""
-    async with WorkerResources.open(settings, specialist) as resources:
+async def running_worker(
+    settings: ServiceSettings, specialist: str, *, catalog: Catalog | None = None
+) -> AsyncIterator[Worker]:
+    """Open resources, consume, and on exit stop gracefully and close everything. ``catalog``: the catalog
+    now (None: read the catalog file)."""
+    async with WorkerResources.open(settings, specialist, catalog=catalog) as resources:
         worker = Worker(resources)
         try:
             await worker.start()  # a start that fails half-way is stopped too (the heartbeat is running)
@@ -120,29 +130,79 @@ async def running_worker(settings: ServiceSettings, specialist: str) -> AsyncIte
             await worker.stop()
 
 
+async def _first(*waits: Coroutine[Any, Any, object]) -> set[str]:
+    """Run ``waits`` until the first ends; the names of those that ended (the others are cancelled)."""
+    names = {asyncio.ensure_future(w): getattr(w, "__name__", "wait") for w in waits}
+    tasks = set(names)
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return {names[t] for t in done}
+
+
+async def _spec_changed(live: LiveCatalog, specialist: str, spec: SpecialistSpec | None) -> None:
+    """Return once this worker's spec differs from ``spec`` (changed, added, or deleted)."""
+    while True:
+        version = live.version
+        if live.catalog.get(specialist) != spec:
+            return
+        await live.wait_changed(version)
+
+
+async def follow_catalog(
+    settings: ServiceSettings, specialist: str, live: LiveCatalog, stop: asyncio.Event
+) -> None:
+    """Consume with the catalog's current spec of ``specialist`` until ``stop``: when the spec changes, stop
+    gracefully (in-flight tasks finish their step or are handed back) and consume again with the new one,
+    in this process; while the specialist is not in the catalog (deleted), consume nothing and wait."""
+    idle_limit = settings.worker.exit_when_idle_seconds
+    while not stop.is_set():
+        catalog = live.catalog
+        spec = catalog.get(specialist)
+        if spec is None:
+            log.warning(
+                "specialist %r is not in the catalog (deleted?): not consuming until it is back", specialist
+            )
+            await _first(stop.wait(), _spec_changed(live, specialist, None))
+            continue
+        try:
+            load_spec(settings, specialist, catalog)
+        except StartupError as exc:
+            # A changed spec this worker cannot run (a tool it does not have): wait for the next change
+            # rather than exit and be restarted into the same catalog.
+            log.error("not consuming: %s", exc)
+            await _first(stop.wait(), _spec_changed(live, specialist, spec))
+            continue
+        async with running_worker(settings, specialist, catalog=catalog) as worker:
+            waits = [stop.wait(), _spec_changed(live, specialist, spec)]
+            if idle_limit is not None:
+                waits.append(worker.flights.until_idle(idle_limit))
+            ended = await _first(*waits)
+            if "until_idle" in ended and not stop.is_set():
+                # The same graceful stop as SIGTERM: a delivery that arrived meanwhile is finished first.
+                log.info("idle for %gs (--exit-when-idle): stopping", idle_limit)
+                stop.set()
+            elif "_spec_changed" in ended and not stop.is_set():
+                log.info(
+                    "the spec of %r changed in the catalog: consuming again with the new one", specialist
+                )
+            else:
+                log.info("stop signal received")
+
+
 async def serve(settings: ServiceSettings, specialist: str) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
-    idle_limit = settings.worker.exit_when_idle_seconds
     try:
-        async with running_worker(settings, specialist) as worker:
-            waits: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait(), name="stop-signal")}
-            if idle_limit is not None:
-                waits.add(asyncio.create_task(worker.flights.until_idle(idle_limit), name="idle"))
-            try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in waits:
-                    waiter.cancel()
-                await asyncio.gather(*waits, return_exceptions=True)
-            if stop.is_set():
-                log.info("stop signal received")
-            else:
-                # The same graceful stop as SIGTERM: a delivery that arrived meanwhile is finished first.
-                log.info("idle for %gs (--exit-when-idle): stopping", idle_limit)
+        async with open_live_catalog(settings.catalog, settings.db, sighup=True) as live:
+            load_spec(settings, specialist, live.catalog)  # not in the catalog at start: exit 2
+            await follow_catalog(settings, specialist, live, stop)
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)

@@ -43,8 +43,10 @@ def queue_wait_seconds(record: TaskRecord, message: WorkMessage) -> float:
     store has no routing time), or since its last retry was due, whichever is later. The start and routing
     times both come from the database's clock; never negative."""
     since = record.routed_at or message.sent_at
-    if record.attempt_log:
-        last = record.attempt_log[-1]
+    # The last retry's entry; a refused start (``start_deferred``) left the task waiting all the same.
+    retries = [entry for entry in record.attempt_log if "delay_seconds" in entry]
+    if retries:
+        last = retries[-1]
         try:
             due = datetime.fromisoformat(last["at"]) + timedelta(seconds=float(last["delay_seconds"]))
         except (KeyError, TypeError, ValueError):
@@ -72,7 +74,8 @@ class AttemptRunner:
         """Run the started task of ``flight`` (this worker holds its lease) and record the outcome."""
         message = flight.message
         log.info("task %s: started (attempt %d)", message.task_id, record.attempts)
-        TASK_QUEUE_WAIT.labels(self._ctx.specialist).observe(queue_wait_seconds(record, message))
+        wait = queue_wait_seconds(record, message)
+        TASK_QUEUE_WAIT.labels(self._ctx.specialist, message.priority.value).observe(wait)
         with TASKS_IN_FLIGHT.labels(self._ctx.specialist).track_inprogress():
             await self._run(flight, record)
 

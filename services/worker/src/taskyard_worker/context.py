@@ -3,12 +3,12 @@ consumer each take this one typed context instead of the same seven loose constr
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 
 from taskyard_common.amqp import Publisher
 from taskyard_common.catalog import SpecialistSpec
+from taskyard_common.slots import WeightedSlots
 from taskyard_common.store import TaskStore
 from taskyard_common.store.budgets import BudgetCache
 from taskyard_common.topology import Topology
@@ -35,9 +35,10 @@ class WorkerContext:
     agent: Agent
     # Writes the step checkpoints of every run of this worker, in batches.
     steps: StepWriter
-    # One per task this worker may run at once (the specialist's concurrency). The prefetch alone does not
-    # bound it: a long task's message is acked early, and the broker then delivers another.
-    slots: asyncio.Semaphore
+    # One per task this worker may run at once (the specialist's concurrency), shared by the deliveries of
+    # every priority level and granted by weighted selection (taskyard_common.slots). The prefetch alone
+    # does not bound it: each level's queue has its own, and a long task's message is acked early.
+    slots: WeightedSlots
     # The tenants' budgets (their max_cost_per_task), read at most every few seconds per tenant.
     budgets: BudgetCache
     flights: Flights = field(default_factory=Flights)
@@ -53,6 +54,7 @@ class WorkerContext:
             settings.llm.model,
             resources.tools,
             max_tool_output_chars=settings.worker.max_tool_output_chars,
+            max_tool_calls_per_reply=settings.worker.max_tool_calls_per_reply,
             models=resources.catalog.model_table,
             limits=resources.limits,
             endpoints=resources.endpoints,
@@ -66,7 +68,7 @@ class WorkerContext:
             owner=resources.owner,
             agent=agent,
             steps=StepWriter(resources.store, owner=resources.owner),
-            slots=asyncio.Semaphore(resources.spec.concurrency),
+            slots=WeightedSlots(resources.spec.concurrency),
             budgets=BudgetCache(resources.budgets.get, ttl_seconds=BUDGET_CACHE_SECONDS),
         )
 

@@ -21,12 +21,14 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from taskyard_common.errors import StoreUnavailable, TaskyardError, TransientError
 from taskyard_common.messages import Usage, WorkMessage
-from taskyard_common.metrics import MESSAGES_QUARANTINED, TASKS_FINISHED
+from taskyard_common.metrics import MESSAGES_QUARANTINED, TASK_START_DEFERRALS, TASKS_FINISHED
 from taskyard_common.retry import publish_delayed
+from taskyard_common.store import DeferralReason
 from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import work_target
 from taskyard_worker.attempts import AttemptRunner
 from taskyard_worker.context import WorkerContext
+from taskyard_worker.fair_share import FairShare
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
 from taskyard_worker.start_batch import StartBatcher
 from taskyard_worker.starts import (
@@ -37,10 +39,13 @@ from taskyard_worker.starts import (
     StartAction,
     WaitForLease,
     decide_start,
+    defer_refused,
     defer_while_store_unavailable,
 )
 
 log = logging.getLogger(__name__)
+
+_ROUTINE = frozenset(reason.value for reason in DeferralReason)
 
 # After the grace period, how long the handed-back deliveries get to publish, release and ack.
 HAND_BACK_SECONDS = 10.0
@@ -63,6 +68,7 @@ class WorkHandler:
         self._stopping = asyncio.Event()
         self._starts = StartBatcher(ctx.store, owner=ctx.owner, lease_seconds=ctx.settings.lease_seconds)
         self._attempts = AttemptRunner(ctx)
+        self._fair = FairShare(ctx.store, specialist=ctx.specialist, slots=ctx.spec.concurrency)
 
     @property
     def flights(self) -> Flights:
@@ -101,7 +107,9 @@ class WorkHandler:
         if message.task_id in self.flights:
             # The same task is handled here already. Not dropped: the flight may be about to find its lease
             # lost (then this copy is the one the reaper published); it comes back once a lease could end.
-            await self._defer(message, self._ctx.settings.lease_seconds, "it is in flight here already")
+            await self._defer(
+                message, self._ctx.settings.lease_seconds, "it is in flight here already", "in_flight"
+            )
             return
         flight = Flight(message, incoming, source)
         self.flights.add(flight)
@@ -128,21 +136,49 @@ class WorkHandler:
         self._ctx.count("quarantined")
 
     async def _deliver(self, flight: Flight) -> None:
-        # A slot first: once a long task's message is acked early, the broker may deliver more than the
-        # worker runs at once; they wait here, unacked, until a run ends.
-        async with self._ctx.slots:
+        # A slot first: each priority level's queue delivers up to its own prefetch, and a long task's
+        # message is acked early, so more deliveries arrive than the worker runs at once. They wait here,
+        # unacked, and the slots go by weighted selection between their levels. One still waiting when a
+        # run would be settled early is sent back to its queue instead (same attempt, uncharged), so the
+        # broker's consumer timeout never closes the channel under a waiting delivery.
+        slots, message = self._ctx.slots, flight.message
+        if not await slots.acquire(message.priority, timeout=self._ctx.settings.settle_after_seconds):
+            await self._defer(message, 0, "no slot came free in time", "no_slot")
+            return
+        try:
+            # The fair share applies to the main queue; a quarantined delivery only holds its slot.
+            tenant = message.tenant if flight.source is Source.MAIN else None
+            await self._fair.refresh()
+            admitted = self._fair.admit(tenant)
             try:
-                action = await self._start(flight)
+                action = await self._start(flight, within_share=admitted)
             except StoreUnavailable:
-                action = defer_while_store_unavailable(flight.message.attempt, self._ctx.spec)
-            await self._carry_out(flight, action)
+                action = defer_while_store_unavailable(message.attempt, self._ctx.spec)
+            try:
+                await self._carry_out(flight, action)
+            finally:
+                if admitted:
+                    self._fair.release(tenant)
+        finally:
+            slots.release()
 
-    async def _start(self, flight: Flight) -> StartAction:
-        """Ask the store to start the task, and again while the decision is to wait for a lease."""
+    async def _start(self, flight: Flight, *, within_share: bool) -> StartAction:
+        """Ask the store to start the task, and again while the decision is to wait for a lease; past its
+        tenant's fair share, have the store note the refusal instead (when the task is still startable)."""
         message = flight.message
+        if not within_share:
+            refused = await self._ctx.store.defer_start(
+                message.task_id, DeferralReason.FAIR_SHARE, message.attempt
+            )
+            if refused is not None:
+                return defer_refused(
+                    DeferralReason.FAIR_SHARE, refused.deferrals, self._fair.backlog(message.tenant)
+                )
+            # Not startable (cancelled, finished, leased...): the start below says what to do instead.
         loop = asyncio.get_running_loop()
         waiting_since: float | None = None
-        result = await self._starts.start(message.task_id, message.attempt)
+        capped = self._fair.capped(message.tenant)
+        result = await self._starts.start(message.task_id, message.attempt, capped=capped)
         while True:
             decision = decide_start(
                 result,
@@ -150,6 +186,7 @@ class WorkHandler:
                 settle_after_seconds=self._ctx.settings.settle_after_seconds,
                 waited_seconds=None if waiting_since is None else loop.time() - waiting_since,
                 stopping=self._stopping.is_set(),
+                backlog=self._fair.backlog(message.tenant),
             )
             if not isinstance(decision, WaitForLease):
                 return decision
@@ -160,7 +197,7 @@ class WorkHandler:
             try:
                 await asyncio.wait_for(self._stopping.wait(), decision.poll_seconds)
             except TimeoutError:
-                result = await self._starts.start(message.task_id, message.attempt)
+                result = await self._starts.start(message.task_id, message.attempt, capped=capped)
             # Stopping: decided again on the same answer, which hands the message back.
 
     async def _carry_out(self, flight: Flight, action: StartAction) -> None:
@@ -169,8 +206,8 @@ class WorkHandler:
             case Run(record=record):
                 flight.leased = True
                 await self._attempts.run(flight, record)
-            case Defer(delay_seconds=delay, reason=reason):
-                await self._defer(message, delay, reason)
+            case Defer(delay_seconds=delay, reason=reason, label=label):
+                await self._defer(message, delay, reason, label)
             case Finish(outcome=outcome, status=status, note=note):
                 if status is not None:
                     TASKS_FINISHED.labels(self._ctx.specialist, status.value).inc()
@@ -182,19 +219,24 @@ class WorkHandler:
             case _:
                 assert_never(action)
 
-    async def _defer(self, message: WorkMessage, delay_seconds: float, why: str) -> None:
-        """Send the same message (same attempt: not charged) through a delay tier, then ack."""
+    async def _defer(self, message: WorkMessage, delay_seconds: float, why: str, label: str) -> None:
+        """Send the same message (same attempt: not charged) through a delay tier, then ack; ``label``:
+        the reason counted in ``taskyard_task_start_deferrals_total``."""
         try:
             tier = await publish_delayed(
                 self._ctx.publisher,
                 self._ctx.topology,
-                work_target(self._ctx.specialist),
+                work_target(self._ctx.specialist, self._ctx.publisher.level(message.priority)),
                 message,
                 delay_seconds,
             )
         except TaskyardError as exc:
             raise TransientError(f"could not defer task {message.task_id}: {exc}") from exc
-        log.info("task %s: %s; trying again in %ds", message.task_id, why, tier)
+        # A refusal for the tenant's cap or share is routine under load (a backlog goes round the delay
+        # queues): counted and in the task's history, logged only at debug.
+        level = logging.DEBUG if label in _ROUTINE else logging.INFO
+        log.log(level, "task %s: %s; trying again in %ds", message.task_id, why, tier)
+        TASK_START_DEFERRALS.labels(self._ctx.specialist, label).inc()
         self._ctx.count("deferred")
 
     async def _publish(self, exchange: str, message: WorkMessage) -> None:

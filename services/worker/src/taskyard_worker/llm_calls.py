@@ -10,6 +10,8 @@ deferred uncharged through the delay queues (the provider asked for a wait, mayb
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,6 +26,9 @@ from taskyard_common.llm import classify
 from taskyard_common.messages import Usage
 from taskyard_common.model_specs import ModelSpec, price
 from taskyard_common.task_errors import TaskErrorType
+from taskyard_worker.redaction import redact
+
+log = logging.getLogger(__name__)
 
 # Backoff between the tries of one step: 0.5 s, 1 s, 2 s, ... never more than this (the chart's grace
 # period allows this much per retry).
@@ -118,12 +123,33 @@ def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None)
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-def _provider_detail(exc: openai.OpenAIError) -> str:
-    """The provider's own explanation of a refusal (e.g. "context length exceeded"), short: the task's
-    error is shown to whoever submitted it, and this is what tells them what to change."""
+# What a refusal means, by status, in words of ours: the task's error is shown to whoever submitted it, and
+# the provider's own text can hold what they must not see (an OpenAI 401 names the worker's masked key).
+_REFUSALS = {
+    400: "the provider refused the request as invalid (for instance, longer than the model's context)",
+    401: "the provider refused the worker's credentials: an operator must fix the LLM settings",
+    403: "the provider refused the worker's credentials: an operator must fix the LLM settings",
+    404: "the model was not found at the provider",
+    413: "the request was too large for the provider",
+    422: "the provider could not process the request",
+}
+# A provider's machine-readable error code ("context_length_exceeded") is kept when it looks like one.
+_SAFE_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def _refusal(exc: openai.OpenAIError, mapped: Exception) -> str:
+    """The tenant-visible text of a 4xx: a stable message per status (and a safe error code), never the
+    provider's words; those go to the log, redacted."""
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
     body = getattr(exc, "body", None)
+    code = body.get("code") if isinstance(body, dict) else None
     message = body.get("message") if isinstance(body, dict) else None
-    return f": {str(message)[:300]}" if message else ""
+    if message:
+        log.warning("the LLM refused a call (HTTP %s): %s", status, redact(str(message))[:300])
+    text = f"{mapped}: {_REFUSALS[status]}" if status in _REFUSALS else str(mapped)
+    if isinstance(code, str) and _SAFE_CODE.fullmatch(code):
+        text += f" (code {code})"
+    return text
 
 
 def _unavailable_reason(exc: openai.OpenAIError) -> str | None:
@@ -141,7 +167,7 @@ def map_error(exc: openai.OpenAIError) -> Exception:
     """An ``openai`` error as the agent's taxonomy."""
     mapped = classify(exc)
     if isinstance(mapped, PermanentError):
-        return LlmRejected(f"{mapped}{_provider_detail(exc)}")
+        return LlmRejected(_refusal(exc, mapped))
     if isinstance(exc, openai.RateLimitError):
         return LlmRateLimited(str(mapped), retry_after_seconds(exc.response.headers))
     reason = _unavailable_reason(exc)

@@ -116,7 +116,14 @@ class OutcomeRecorder:
             else self._ctx.topology.quarantine_exchange
         )
         try:
-            await self._ctx.publisher.publish(exchange, self._ctx.specialist, message)
+            key = (
+                self._ctx.topology.work_routing_key(
+                    self._ctx.specialist, self._ctx.publisher.level(message.priority)
+                )
+                if flight.source is Source.MAIN
+                else self._ctx.specialist
+            )
+            await self._ctx.publisher.publish(exchange, key, message)
         except TaskyardError as exc:
             # Keep the lease: an unsettled message is requeued when the channel closes, a settled one is
             # taken back by the reaper once the lease runs out. Releasing now could lose a settled task.
@@ -145,6 +152,8 @@ class OutcomeRecorder:
                 parent_id=record.id,
                 delegation={"parent_id": str(record.id), "call_id": request.call_id, "step": exc.step},
                 depth=record.depth + 1,
+                # Delegated work is part of the parent's: it waits at the parent's priority.
+                priority=record.priority,
             )
             for request in exc.requests
         ]
@@ -185,7 +194,7 @@ class OutcomeRecorder:
             tier = await publish_delayed(
                 self._ctx.publisher,
                 self._ctx.topology,
-                work_target(self._ctx.specialist),
+                work_target(self._ctx.specialist, self._ctx.publisher.level(following.priority)),
                 following,
                 plan.delay_seconds,
             )

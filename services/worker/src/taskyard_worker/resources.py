@@ -42,16 +42,21 @@ class StartupError(ConfigurationError):
     """The worker is misconfigured (catalog, specialist name, tools): retrying cannot help (exit 2)."""
 
 
-def load_spec(settings: ServiceSettings, specialist: str) -> tuple[Catalog, SpecialistSpec]:
-    """The catalog and this worker's spec, with its tool names checked; ``StartupError`` otherwise."""
-    try:
-        catalog = load_catalog(settings.catalog.path)
-    except CatalogError as exc:
-        raise StartupError(str(exc)) from None
+def load_spec(
+    settings: ServiceSettings, specialist: str, catalog: Catalog | None = None
+) -> tuple[Catalog, SpecialistSpec]:
+    """The catalog (``catalog``, else the file's) and this worker's spec, with its tool names checked;
+    ``StartupError`` otherwise."""
+    if catalog is None:
+        try:
+            catalog = load_catalog(settings.catalog.path)
+        except CatalogError as exc:
+            raise StartupError(str(exc)) from None
     spec = catalog.get(specialist)
     if spec is None:
         raise StartupError(
-            f"unknown specialist {specialist!r} in {settings.catalog.path}; known: {', '.join(catalog.names)}"
+            f"unknown specialist {specialist!r} in the {settings.catalog.source} catalog; "
+            f"known: {', '.join(catalog.names)}"
         )
     try:
         check_tool_names(spec.tools)
@@ -62,6 +67,13 @@ def load_spec(settings: ServiceSettings, specialist: str) -> tuple[Catalog, Spec
 
 # Control messages are small and handled at once; a few in flight are plenty.
 CONTROL_PREFETCH = 10
+
+
+def level_prefetch(concurrency: int, *, job_mode: bool) -> int:
+    """The prefetch of each priority level's consumer (see ``WorkerResources.open``). A job-mode worker
+    (a KEDA ScaledJob for long tasks) takes only ``concurrency`` per level: a message held waiting in one
+    Job for a slot is one another Job could run, and KEDA counts it as taken."""
+    return concurrency if job_mode else 2 * concurrency
 
 
 def worker_owner() -> str:
@@ -110,10 +122,11 @@ class WorkerResources:
     budgets: BudgetStore
     limits: LlmLimits
     connection: AbstractRobustConnection
-    # The main queue's channel (prefetch = concurrency), the quarantine queue's (prefetch 1) and the
-    # control queue's: separate, so one's prefetch or failure never holds up the others.
+    # The main queues' channel (one queue per priority level, highest first, each with a prefetch of twice
+    # the concurrency), the quarantine queue's (prefetch 1) and the control queue's: separate, so one's
+    # prefetch or failure never holds up the others.
     main_channel: AbstractRobustChannel
-    main_queue: AbstractQueue
+    main_queues: tuple[AbstractQueue, ...]
     quarantine_channel: AbstractRobustChannel
     quarantine_queue: AbstractQueue
     control_queue: AbstractQueue
@@ -124,22 +137,29 @@ class WorkerResources:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, settings: ServiceSettings, specialist: str) -> AsyncIterator[WorkerResources]:
+    async def open(
+        cls, settings: ServiceSettings, specialist: str, *, catalog: Catalog | None = None
+    ) -> AsyncIterator[WorkerResources]:
         """Check the configuration, open everything, yield; on exit close what was opened, in reverse
-        order: health first (stop advertising readiness), the store last."""
-        catalog, spec = load_spec(settings, specialist)
+        order: health first (stop advertising readiness), the store last. ``catalog``: the catalog now
+        (None: read the file)."""
+        catalog, spec = load_spec(settings, specialist, catalog)
         async with AsyncExitStack() as stack:
             store = await PostgresTaskStore.open(settings.db)
             stack.push_async_callback(store.close)
             connection = await connect(settings.amqp, f"taskyard-worker-{spec.name}")
             stack.push_async_callback(connection.close)
             main_channel = await connection.channel()
-            # The prefetch is the number of tasks this process runs at once: each delivery is its own
-            # asyncio task, so up to ``concurrency`` agent loops (and LLM calls) are in flight together.
-            await main_channel.set_qos(prefetch_count=spec.concurrency)
+            # Each delivery is its own asyncio task; the worker's weighted slots (``concurrency`` of them)
+            # bound the agent loops in flight. The prefetch applies per consumer, one per level queue:
+            # twice the concurrency, so while every slot runs one level's tasks as many more of that level
+            # wait here for a freed slot (with only the concurrency, that level would have none waiting
+            # and each freed slot would go to another level).
+            job_mode = settings.worker.exit_when_idle_seconds is not None
+            await main_channel.set_qos(prefetch_count=level_prefetch(spec.concurrency, job_mode=job_mode))
             topology = Topology(settings.amqp.prefix)
             declared = await declare(main_channel, topology, catalog.names, settings.amqp)
-            main_queue = declared.queues[topology.specialist_queue(spec.name)]
+            main_queues = tuple(declared.queues[name] for name in topology.specialist_queues(spec.name))
             # Quarantined messages run one at a time: a poison one kills only itself there.
             quarantine_channel = await connection.channel()
             await quarantine_channel.set_qos(prefetch_count=1)
@@ -207,7 +227,7 @@ class WorkerResources:
                 ),
                 connection=connection,
                 main_channel=main_channel,
-                main_queue=main_queue,
+                main_queues=main_queues,
                 quarantine_channel=quarantine_channel,
                 quarantine_queue=quarantine_queue,
                 control_queue=control_queue,
@@ -217,8 +237,8 @@ class WorkerResources:
                 health=health,
             )
             log.info(
-                "worker %s for %r ready: queue %s, concurrency %d, model %s, tools %s",
-                resources.owner, spec.name, main_queue.name, spec.concurrency,
+                "worker %s for %r ready: queues %s, concurrency %d, model %s, tools %s",
+                resources.owner, spec.name, [queue.name for queue in main_queues], spec.concurrency,
                 spec.model or settings.llm.model, list(spec.tools),
             )  # fmt: skip
             yield resources

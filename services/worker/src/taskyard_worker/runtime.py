@@ -103,6 +103,7 @@ class Agent:
         tools: ToolRegistry,
         *,
         max_tool_output_chars: int,
+        max_tool_calls_per_reply: int = 8,
         models: Mapping[str, ModelSpec] | None = None,
         limits: LlmLimits | None = None,
         endpoints: Mapping[str, ClientPool] | None = None,
@@ -122,6 +123,7 @@ class Agent:
         self._tools = tools
         self._tool_schemas = tools.openai_tools()
         self._max_tool_output_chars = max_tool_output_chars
+        self._max_calls = max_tool_calls_per_reply
         delegate = tools.get(DELEGATE)
         self._delegate = delegate if isinstance(delegate, DelegateTool) else None
 
@@ -231,9 +233,16 @@ class Agent:
         checkpoint: Checkpoint | None,
         delegation: DelegationLimits | None,
     ) -> None:
+        # The calls of one reply run at once, each holding its result (an http_fetch up to its byte cap):
+        # past the bound they are answered with an error instead of run, so one reply's memory is bounded.
+        calls, skipped = calls[: self._max_calls], calls[self._max_calls :]
         delegating, others = split_delegations(calls)
         requests, refused = plan_delegations(self._delegate, delegating, delegation)
-        calls = [*others, *(c for c in delegating if str(c.get("id", "")) in refused)]
+        too_many = (
+            f"error: at most {self._max_calls} tool calls run per reply; this one was not run, call it again"
+        )
+        refused.update((str(c.get("id", "")), too_many) for c in skipped)
+        calls = [*others, *(c for c in delegating if str(c.get("id", "")) in refused), *skipped]
 
         # The calls of one reply are independent by contract: run them (and record them) concurrently.
         async def one(call: dict[str, Any]) -> tuple[bool, dict[str, Any]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from taskyard_common.settings import (
@@ -26,10 +26,14 @@ class WorkerSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TASKYARD_WORKER_", extra="ignore")
 
-    # Hosts the http_fetch tool may reach (a host or any of its subdomains). Empty: the tool refuses every
-    # URL, so a worker never reaches the network on a model's say-so unless an operator opted in.
+    # Hosts the http_fetch tool may reach: ``host`` (exactly that name), ``.domain`` (its subdomains), either
+    # with ``:port`` (else only the scheme's default port). Empty: the tool refuses every URL, so a worker
+    # never reaches the network on a model's say-so unless an operator opted in.
     # NoDecode: the environment gives a plain comma-separated string, not JSON.
     http_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Non-public networks (CIDRs) the allowed hosts may still resolve to, e.g. an in-cluster service or, in
+    # tests, 127.0.0.1/32. Empty: only public addresses are fetched.
+    http_allowed_networks: Annotated[list[IPvAnyNetwork], NoDecode] = Field(default_factory=list)
     http_max_bytes: int = Field(default=200_000, ge=1)
     http_timeout_seconds: float = Field(default=10.0, gt=0)
     # After SIGTERM, each running task finishes the step it is in, records it and is handed back (uncharged;
@@ -39,6 +43,9 @@ class WorkerSettings(BaseSettings):
     shutdown_grace_seconds: float = Field(default=30.0, ge=0)
     # Every tool result is cut to this many characters before it reaches the model's context.
     max_tool_output_chars: int = Field(default=8000, ge=100)
+    # The tool calls of one reply run concurrently; past this many, the rest are answered with an error (the
+    # model may call them again), so one step holds at most this many results (e.g. http_fetch bodies).
+    max_tool_calls_per_reply: int = Field(default=8, ge=1, le=128)
     # Delegation (the ``delegate`` tool): how deep a tree of delegated tasks may grow, and how many tasks
     # one task may delegate over its life.
     max_delegation_depth: int = Field(default=3, ge=0, le=20)
@@ -64,7 +71,7 @@ class WorkerSettings(BaseSettings):
     # delivered for this long, so the Job completes. None: run until SIGTERM. ``--exit-when-idle`` wins.
     exit_when_idle_seconds: float | None = Field(default=None, gt=0)
 
-    @field_validator("http_allowlist", mode="before")
+    @field_validator("http_allowlist", "http_allowed_networks", mode="before")
     @classmethod
     def _split_hosts(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -72,7 +79,7 @@ class WorkerSettings(BaseSettings):
             # A JSON list is accepted too, for values files that render lists that way.
             value = json.loads(text) if text.startswith("[") else text.split(",")
         if isinstance(value, list | tuple):
-            hosts = [str(h).strip().lower().strip(".") for h in value]
+            hosts = [str(h).strip().lower().rstrip(".") for h in value]
             return [h for h in hosts if h]
         return value
 

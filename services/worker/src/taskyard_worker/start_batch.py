@@ -30,12 +30,15 @@ class StartBatcher:
         self._waiting: dict[UUID, tuple[int, asyncio.Future[TaskRecord | None]]] = {}
         self._flushing: set[asyncio.Task[None]] = set()
 
-    async def start(self, task_id: UUID, attempt: int) -> StartResult:
-        record = await self._batched(task_id, attempt)
-        if record is not None:
-            return StartResult(StartOutcome.STARTED, record)
+    async def start(self, task_id: UUID, attempt: int, *, capped: bool = False) -> StartResult:
+        """``capped``: the task's tenant has a cap, which the batch statement never starts: ``store.start``
+        alone, without the batch."""
+        if not capped:
+            record = await self._batched(task_id, attempt)
+            if record is not None:
+                return StartResult(StartOutcome.STARTED, record)
         return await self._store.start(
-            task_id, owner=self._owner, lease_seconds=self._lease_seconds, attempt=attempt
+            task_id, owner=self._owner, lease_seconds=self._lease_seconds, attempt=attempt, capped=capped
         )
 
     async def _batched(self, task_id: UUID, attempt: int) -> TaskRecord | None:

@@ -9,12 +9,17 @@ raises ``StreamBroken``: the caller tries the whole call again (an in-step retry
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from taskyard_worker.redaction import redact
+
+log = logging.getLogger(__name__)
 
 STREAM_OPTIONS = {"stream": True, "stream_options": {"include_usage": True}}
 _FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
@@ -168,7 +173,9 @@ async def stream_completion(
         if type(exc) is not openai.APIError:
             raise
         # An error event in the stream (the provider failed after it began): try the call again.
-        raise StreamBroken(f"the LLM's stream failed: {exc.message[:300]}", "server_error") from exc
+        # The provider's words stay in the log (redacted): this text can end up in the task's error.
+        log.warning("the LLM's stream failed: %s", redact(exc.message)[:300])
+        raise StreamBroken("the LLM's stream failed with an error event", "server_error") from exc
     if accumulator.finish_reason is None:
         raise StreamBroken("the stream ended before its finish_reason", "connection_error")
     return accumulator.completion()

@@ -8,6 +8,10 @@
 {{- $_ := set $env "TASKYARD_BROKER_SCHEDULER_ENABLED" (dict "value" (include "taskyard.env.string" $b.scheduler.enabled)) -}}
 {{- $_ := set $env "TASKYARD_BROKER_SCHEDULER_INTERVAL_SECONDS" (dict "value" (include "taskyard.env.string" $b.scheduler.intervalSeconds)) -}}
 {{- $_ := set $env "TASKYARD_BROKER_SCHEDULER_BATCH_SIZE" (dict "value" (include "taskyard.env.string" $b.scheduler.batchSize)) -}}
+{{- $_ := set $env "TASKYARD_TASK_RETENTION_ENABLED" (dict "value" (include "taskyard.env.string" $b.retention.enabled)) -}}
+{{- $_ := set $env "TASKYARD_TASK_RETENTION_DAYS" (dict "value" (include "taskyard.env.string" $b.retention.days)) -}}
+{{- $_ := set $env "TASKYARD_TASK_RETENTION_INTERVAL_SECONDS" (dict "value" (include "taskyard.env.string" $b.retention.intervalSeconds)) -}}
+{{- $_ := set $env "TASKYARD_TASK_RETENTION_BATCH_SIZE" (dict "value" (include "taskyard.env.string" $b.retention.batchSize)) -}}
 {{- include "taskyard.env.put" (dict "env" $env "values" .Values.config.env) -}}
 {{- include "taskyard.env.put" (dict "env" $env "values" $b.env) -}}
 {{- toJson $env -}}

@@ -3,7 +3,10 @@
 
 {{/* A rabbitmq trigger on one queue, counting ready + unacked messages through the management API
      (protocol http: the amqp protocol sees only ready messages, so busy workers would be scaled in).
-     (dict "ctx" $ "name" "work-queue" "queue" "taskyard.intake" "value" 200 "activation" 0) */}}
+     With "levels" true, "queue" is a work queue's normal-level name and the trigger sums the messages of
+     every priority level's queue (the name, name.high, name.low) through one anchored regex: one trigger,
+     not one per level, because the HPA takes the highest trigger, not their sum.
+     (dict "ctx" $ "name" "work-queue" "queue" "taskyard.intake" "levels" true "value" 200 "activation" 0) */}}
 {{- define "taskyard.rabbitmqTrigger" -}}
 - type: rabbitmq
   {{- with .name }}
@@ -12,7 +15,13 @@
   metadata:
     protocol: http
     mode: QueueLength
+    {{- if .levels }}
+    queueName: {{ printf "^%s(\\.high|\\.low)?$" (.queue | replace "." "\\.") | squote }}
+    useRegex: "true"
+    operation: sum
+    {{- else }}
     queueName: {{ .queue | quote }}
+    {{- end }}
     value: {{ include "taskyard.env.string" .value | quote }}
     activationValue: {{ include "taskyard.env.string" .activation | quote }}
     {{- if .ctx.Values.rabbitmq.cluster.enabled }}

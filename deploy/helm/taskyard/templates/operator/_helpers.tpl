@@ -20,9 +20,9 @@
     "image_pull_policy" .Values.image.pullPolicy
     "image_pull_secrets" (.Values.imagePullSecrets | default list)
     "service_account_name" (include "taskyard.serviceAccountName" $c)
+    "automount_service_account_token" (eq .Values.catalog.source "kubernetes")
     "pod_security_context" (include "taskyard.podSecurityContext" . | fromYaml)
     "security_context" .Values.securityContext
-    "catalog_checksum" (include "taskyard.catalogText" . | sha256sum)
     "catalog_config_map" (include "taskyard.componentName" (dict "ctx" . "component" "catalog"))
     "catalog_mount_path" .Values.config.catalogMountPath
     "pod_annotations" ($w.podAnnotations | default dict)

@@ -83,7 +83,7 @@
 {{- $env := include "taskyard.workerEnv" . | fromJson }}
 {{- $grace := include "taskyard.env.number" (dict "env" $env "name" "TASKYARD_WORKER_SHUTDOWN_GRACE_SECONDS") | float64 }}
 serviceAccountName: {{ include "taskyard.serviceAccountName" $c }}
-automountServiceAccountToken: false
+automountServiceAccountToken: {{ include "taskyard.catalogToken" $ctx }}
 {{- with $ctx.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}

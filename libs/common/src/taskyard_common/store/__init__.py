@@ -5,6 +5,7 @@ from taskyard_common.store.postgres import PostgresTaskStore
 from taskyard_common.store.records import (
     DEFAULT_TENANT,
     DeadLetterRecord,
+    DeferralReason,
     IdempotentCreate,
     NewTask,
     RoutedTask,
@@ -13,11 +14,13 @@ from taskyard_common.store.records import (
     Step,
     TaskRecord,
     WaitingAges,
+    WorkflowCounts,
 )
 
 __all__ = [
     "DEFAULT_TENANT",
     "DeadLetterRecord",
+    "DeferralReason",
     "IdempotentCreate",
     "NewTask",
     "PostgresTaskStore",
@@ -28,4 +31,5 @@ __all__ = [
     "TaskRecord",
     "TaskStore",
     "WaitingAges",
+    "WorkflowCounts",
 ]

@@ -12,6 +12,7 @@ delays the group, never loses it.
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -21,7 +22,9 @@ from uuid import UUID, uuid4
 from pydantic import BaseModel, ConfigDict
 
 from taskyard_common.lifecycle import NON_TERMINAL, TERMINAL, TaskStatus, sql_in
+from taskyard_common.metrics import GROUP_REDUCE_LATENCY
 from taskyard_common.store._pg import COLUMNS, INSERT_TASK, Connection, PoolStore, insert_args, to_record
+from taskyard_common.store.events import columns_of, logged
 from taskyard_common.store.records import NewTask, TaskRecord
 
 log = logging.getLogger(__name__)
@@ -30,18 +33,42 @@ DEFAULT_REDUCE_INSTRUCTIONS = (
     "The input lists the results of several tasks done in parallel (each with its id and status, and its "
     "output or error). Combine them into one answer."
 )
+COMBINE_INSTRUCTIONS = (
+    "The request was split into parts, each done by another specialist. Their outcomes follow as JSON (each "
+    "with its specialist, its job and status, and its output or error): answer the request by combining them "
+    "into one answer."
+)
 GROUP_COLUMNS = "id, tenant, status, total, reduce, reduce_task_id, metadata, cancel_requested_at, created_at, finished_at"
+# Whether any child is not finished (the partial index of migration 0015 answers it from the open ones).
 _OPEN_CHILDREN = (
-    "SELECT count(*) FROM tasks WHERE group_id = $1 AND group_role = 'child'"
-    f" AND status IN {sql_in(NON_TERMINAL)}"
+    "SELECT EXISTS (SELECT 1 FROM tasks WHERE group_id = $1 AND group_role = 'child'"
+    f" AND status IN {sql_in(NON_TERMINAL)})"
 )
 _FINISH = "UPDATE task_groups SET status = $2, finished_at = clock_timestamp() WHERE id = $1"
+# The same for a group whose reduce step ended, with the time from its last child's end (the fan-in latency).
+_FINISH_REDUCED = (
+    "UPDATE task_groups g SET status = $2, finished_at = clock_timestamp() WHERE id = $1"
+    " RETURNING extract(epoch FROM g.finished_at - (SELECT max(t.finished_at) FROM tasks t"
+    " WHERE t.group_id = $1 AND t.group_role = 'child'))::float8"
+)
 # Groups whose children are all done but that are still running: a settlement that never happened.
 _UNSETTLED = (
     "SELECT g.id FROM task_groups g WHERE g.status = 'running' AND NOT EXISTS (SELECT 1 FROM tasks t"
     f" WHERE t.group_id = g.id AND t.group_role = 'child' AND t.status IN {sql_in(NON_TERMINAL)})"
     " AND (g.reduce_task_id IS NULL OR EXISTS (SELECT 1 FROM tasks r WHERE r.id = g.reduce_task_id"
-    f" AND r.status IN {sql_in(TERMINAL)})) ORDER BY g.created_at LIMIT $1"
+    # A multi-routed task still waiting for parts that are all done is as overdue.
+    f" AND r.status IN {sql_in(TERMINAL | {TaskStatus.WAITING})})) ORDER BY g.created_at LIMIT $1"
+)
+
+# A multi-routed task (``parts.py``), waiting as its group's reduce step: its parts are done, it is queued
+# again with their outcomes ($2: its instructions), unannounced until the caller's publish is confirmed.
+RESUME_COMBINE = logged(
+    "status = 'queued', instructions = $2, waiting_children = 0, published_at = NULL,"
+    " updated_at = clock_timestamp()",
+    "WHERE id = $1 AND status = 'waiting' AND group_role = 'reduce'",
+    event="'parts_finished'",
+    data="jsonb_build_object('group', c.group_id)",
+    returning=columns_of("c", COLUMNS),
 )
 
 
@@ -117,6 +144,12 @@ class GroupSettling(PoolStore):
         return [row["id"] for row in await self._fetch(_UNSETTLED, limit)]
 
     async def _settle(self, group_id: UUID) -> tuple[str | None, TaskRecord | None]:
+        # Most children's ends leave siblings running: answered without the group's lock, so they do not
+        # queue behind each other. Safe: this runs after the child's end committed, so the end of the last
+        # child, whichever it is, finds none open here (and the locked check below decides).
+        row = await self._fetchrow(_OPEN_CHILDREN, group_id)
+        if row is not None and row[0]:
+            return "running", None  # a group with children not finished is running
         async with self._transaction() as conn:
             group = await conn.fetchrow(
                 f"SELECT {GROUP_COLUMNS} FROM task_groups WHERE id = $1 FOR UPDATE", group_id
@@ -132,7 +165,13 @@ class GroupSettling(PoolStore):
                 )
                 if reduce_status in {s.value for s in TERMINAL}:
                     status = group_status_after(TaskStatus(reduce_status))
-                    await conn.execute(_FINISH, group_id, status)
+                    fan_in = await conn.fetchval(_FINISH_REDUCED, group_id, status)
+                    if fan_in is not None:
+                        # Under the group's lock, once per group: only this settlement finishes it.
+                        GROUP_REDUCE_LATENCY.observe(max(0.0, fan_in))
+                elif reduce_status == TaskStatus.WAITING.value and group["cancel_requested_at"] is None:
+                    # A multi-routed task waiting for its parts, which are all done now.
+                    return status, await self._resume_combine(conn, group)
                 return status, None
             if group["cancel_requested_at"] is None and group["reduce"] is not None:
                 return status, await self._create_reduce(conn, group)
@@ -147,6 +186,32 @@ class GroupSettling(PoolStore):
                 status = "failed" if failed else "completed"
             await conn.execute(_FINISH, group_id, status)
             return status, None
+
+    async def _resume_combine(self, conn: Connection, group: Any) -> TaskRecord | None:
+        routing = await conn.fetchval("SELECT routing FROM tasks WHERE id = $1", group["reduce_task_id"])
+        jobs = {p["specialist"]: p["job"] for p in (routing or {}).get("parts", [])}
+        children = await conn.fetch(
+            "SELECT id, requested_specialist, status, result->'output' AS output, error FROM tasks"
+            " WHERE group_id = $1 AND group_role = 'child' ORDER BY created_at, id",
+            group["id"],
+        )
+        outcomes: list[dict[str, Any]] = []
+        for child in children:
+            specialist = child["requested_specialist"]
+            outcome: dict[str, Any] = {
+                "id": str(child["id"]),
+                "specialist": specialist,
+                "job": jobs.get(specialist),
+                "status": child["status"],
+            }
+            if child["status"] == "completed":
+                outcome["output"] = child["output"]
+            else:
+                outcome["error"] = child["error"]
+            outcomes.append(outcome)
+        instructions = f"{COMBINE_INSTRUCTIONS}\n\n{json.dumps({'parts': outcomes}, ensure_ascii=False)}"
+        row = await conn.fetchrow(RESUME_COMBINE, group["reduce_task_id"], instructions)
+        return to_record(row) if row is not None else None
 
     async def _create_reduce(self, conn: Connection, group: Any) -> TaskRecord:
         children = await conn.fetch(

@@ -20,6 +20,7 @@ from taskyard_common.store.groups import GroupRecord
 from taskyard_common.store.records import (
     Cursor,
     DeadLetterRecord,
+    DeferralReason,
     IdempotentCreate,
     NewTask,
     RoutedTask,
@@ -27,7 +28,9 @@ from taskyard_common.store.records import (
     Step,
     TaskRecord,
     WaitingAges,
+    WorkflowCounts,
 )
+from taskyard_common.store.tenant_limits import TenantWaiting
 from taskyard_common.task_errors import TaskError
 
 
@@ -94,25 +97,41 @@ class TaskStore(Protocol):
         after: Cursor | None,
         tenant: str | None = None,
         priority: Priority | None = None,
+        omit: frozenset[str] = frozenset(),
     ) -> builtins.list[TaskRecord]:
-        """Newest first; ``tenant`` None means every tenant (internal callers only, never the API)."""
+        """Newest first; ``tenant`` None means every tenant (internal callers only, never the API).
+        ``omit``: large columns (``reads.OMITTABLE``) left unread; the records hold placeholders there."""
         ...
 
-    async def unpublished(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
+    async def database_now(self) -> datetime:
+        """The database's clock: what ``updated_at`` and ``created_at`` are written by, so the cut-offs of
+        the sweeper and the reaper are computed from it, never from the host's clock."""
+        ...
+
+    async def unpublished(
+        self, older_than: datetime, limit: int, exclude: Sequence[UUID] = ()
+    ) -> builtins.list[TaskRecord]:
         """Pending tasks last changed before ``older_than`` whose intake message was never confirmed
-        published (a producer died in between, or the publish of a replay failed)."""
+        published (a producer died in between, or the publish of a replay failed); not those in
+        ``exclude`` (a caller's rows that cannot be announced, so they never fill its batch)."""
         ...
 
-    async def stale_queued(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
+    async def stale_queued(
+        self, older_than: datetime, limit: int, exclude: Sequence[UUID] = ()
+    ) -> builtins.list[TaskRecord]:
         """Queued tasks (no lease, no retry pending) last changed before ``older_than`` whose work message
         is not known to be published: a step that re-queues a task and must then publish it (a dead-letter
         replay, a reclaim) sets ``published_at`` to NULL in its commit, ``mark_published`` sets it after the
         confirm. A task merely waiting in a long queue has ``published_at`` set, so it is never announced
-        twice."""
+        twice. Not those in ``exclude``."""
         ...
 
     async def expired_leases(self, limit: int) -> builtins.list[TaskRecord]:
         """Running tasks whose message was settled early and whose lease has run out (the reaper's)."""
+        ...
+
+    async def workflow_counts(self) -> WorkflowCounts:
+        """Groups and chains in progress, and the waiting parents by what they wait for."""
         ...
 
     async def oldest_waiting(self) -> WaitingAges:
@@ -131,17 +150,33 @@ class TaskStore(Protocol):
         (the caller reads the task to tell which)."""
         ...
 
-    async def start(self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int) -> StartResult:
+    async def start(
+        self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int, capped: bool = False
+    ) -> StartResult:
         """Take the task's lease: queued/retrying (or running with an expired lease, or already ours) →
-        running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first."""
+        running. Checks cancellation (→ cancelled) and the deadline (→ failed, expired) first. A retrying
+        task starts only from the message of its next attempt (``STALE`` for an earlier one) once its
+        ``next_attempt_at`` has passed (``NOT_DUE`` before). Then its tenant's ``max_running``: at the cap,
+        ``DEFERRED`` (reason ``tenant_max_running``, noted in its attempt history, nothing charged).
+        ``capped``: the caller knows the tenant has a cap (saves the one-statement attempt, which skips such
+        tasks); the answer is the same either way."""
+        ...
+
+    async def defer_start(self, task_id: UUID, reason: DeferralReason, attempt: int) -> StartResult | None:
+        """Refuse to start a startable task now for ``reason`` (noted in its attempt history); None when
+        it is not startable (``start`` tells what it is instead)."""
+        ...
+
+    async def tenant_load(self, specialist: str) -> dict[str, TenantWaiting]:
+        """Per tenant with work waiting for ``specialist``: how much, and its room under its cap."""
         ...
 
     async def start_many(
         self, attempts: dict[UUID, int], *, owner: str, lease_seconds: float
     ) -> dict[UUID, TaskRecord]:
         """``start``'s usual case for many tasks (task id → message attempt) in one statement: those queued or
-        retrying, not cancelled, not past their deadline and not locked by another transaction become
-        running under ``owner``'s lease. Returns the started ones; the rest need ``start``."""
+        retrying, not cancelled, not past their deadline, of a tenant without a cap and not locked by
+        another transaction become running under ``owner``'s lease. Returns the started ones; the rest need ``start``."""
         ...
 
     async def heartbeat(
@@ -165,6 +200,11 @@ class TaskStore(Protocol):
 
     async def fail(self, task_id: UUID, error: TaskError, usage: Usage, owner: str | None = None) -> bool:
         """→ failed: from running leased by ``owner``, or from any non-terminal status when no owner."""
+        ...
+
+    async def fail_unstarted(self, task_id: UUID, error: TaskError) -> bool:
+        """scheduled, pending or queued → failed, checked in the same statement: never a task a worker has
+        started (or that finished) meanwhile. The broker agent's failures."""
         ...
 
     async def expire(self, task_id: UUID, message: str) -> bool:
@@ -320,6 +360,19 @@ class TaskStore(Protocol):
     ) -> builtins.list[dict[str, Any]]: ...
 
     async def cancel_group(self, group_id: UUID) -> builtins.list[UUID]: ...
+
+    async def route_parts(
+        self,
+        task_id: UUID,
+        decision: RoutingDecision,
+        group_id: UUID,
+        parts: Sequence[NewTask],
+        deadline: datetime | None = None,
+    ) -> builtins.list[TaskRecord] | None:
+        """A multi-routed task: pending → waiting with ``decision``, as the reduce (combine) step of group
+        ``group_id``, created with its children ``parts`` in one transaction. None when it did not apply (as
+        ``route``); else the children (announce them)."""
+        ...
 
     async def settle_group(self, group_id: UUID) -> str | None:
         """Create the group's reduce task once its children are done (once), or finish the group."""

@@ -14,9 +14,11 @@ from taskyard_common.store._pg import UNAVAILABLE, PoolStore, init_connection, k
 from taskyard_common.store.dead_letters import DeadLetterQueries
 from taskyard_common.store.events import EventQueries
 from taskyard_common.store.idempotency import IdempotencyQueries
+from taskyard_common.store.parts import PartsQueries
 from taskyard_common.store.reads import ReadQueries
 from taskyard_common.store.steps import StepQueries
 from taskyard_common.store.submissions import SubmissionQueries
+from taskyard_common.store.tenant_limits import TenantLoadQueries
 from taskyard_common.store.transitions import TransitionQueries
 from taskyard_common.store.workflows import WorkflowQueries
 
@@ -28,10 +30,12 @@ class PostgresTaskStore(
     ReadQueries,
     TransitionQueries,
     WorkflowQueries,
+    PartsQueries,
     StepQueries,
     EventQueries,
     DeadLetterQueries,
     IdempotencyQueries,
+    TenantLoadQueries,
     PoolStore,
 ):
     @classmethod

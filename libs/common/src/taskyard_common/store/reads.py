@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from taskyard_common.lifecycle import ROUTABLE, WAITING, TaskStatus, sql_in
+from taskyard_common.lifecycle import NON_TERMINAL, ROUTABLE, WAITING, TaskStatus, sql_in
 from taskyard_common.messages import Priority
 from taskyard_common.store._pg import COLUMNS, PoolStore, to_record
-from taskyard_common.store.records import Cursor, TaskRecord, WaitingAges
+from taskyard_common.store.records import Cursor, TaskRecord, WaitingAges, WorkflowCounts
 
 # Mark the tasks watched (when less than half the time is left), then read their versions.
 # A renewed row's version comes from the UPDATE itself, never from the statement's snapshot: a transition
@@ -28,6 +28,22 @@ _WATCH = (
     " UNION ALL SELECT id, event_seq, updated_at FROM tasks"
     " WHERE id = ANY($1::uuid[]) AND id NOT IN (SELECT id FROM renewed)"
 )
+
+
+# The large columns a lean read may leave unread, with what stands in for them: PostgreSQL never reads (nor
+# decompresses) the TOASTed value of a column the query does not name.
+OMITTABLE = {
+    "input": "'\"\"'::jsonb AS input",
+    "result": "NULL::jsonb AS result",
+    "error": "NULL::jsonb AS error",
+    "attempt_log": "'[]'::jsonb AS attempt_log",
+    "dead_letter": "NULL::jsonb AS dead_letter",
+}
+
+
+def columns_without(omit: frozenset[str]) -> str:
+    """``COLUMNS`` with the ``omit``ted ones (keys of ``OMITTABLE``) replaced by placeholders."""
+    return ", ".join(OMITTABLE[c] if c in omit else c for c in (c.strip() for c in COLUMNS.split(",")))
 
 
 class ReadQueries(PoolStore):
@@ -58,6 +74,7 @@ class ReadQueries(PoolStore):
         after: Cursor | None,
         tenant: str | None = None,
         priority: Priority | None = None,
+        omit: frozenset[str] = frozenset(),
     ) -> builtins.list[TaskRecord]:
         clauses: list[str] = []
         args: list[Any] = []
@@ -79,28 +96,41 @@ class ReadQueries(PoolStore):
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         args.append(limit)
         rows = await self._fetch(
-            f"SELECT {COLUMNS} FROM tasks {where} ORDER BY created_at DESC, id DESC LIMIT ${len(args)}",
+            f"SELECT {columns_without(omit) if omit else COLUMNS} FROM tasks {where}"
+            f" ORDER BY created_at DESC, id DESC LIMIT ${len(args)}",
             *args,
         )
         return [to_record(r) for r in rows]
 
-    async def unpublished(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
+    async def database_now(self) -> datetime:
+        row = await self._fetchrow("SELECT clock_timestamp() AS now")
+        assert row is not None
+        now: datetime = row["now"]
+        return now
+
+    async def unpublished(
+        self, older_than: datetime, limit: int, exclude: Sequence[UUID] = ()
+    ) -> builtins.list[TaskRecord]:
         # updated_at, not created_at: a replayed task is old but its intake publish may be in flight.
         rows = await self._fetch(
             f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status IN {sql_in(ROUTABLE)}"
-            " AND updated_at < $1 ORDER BY created_at LIMIT $2",
+            " AND updated_at < $1 AND NOT (id = ANY($3::uuid[])) ORDER BY created_at LIMIT $2",
             older_than,
             limit,
+            list(exclude),
         )
         return [to_record(r) for r in rows]
 
-    async def stale_queued(self, older_than: datetime, limit: int) -> builtins.list[TaskRecord]:
+    async def stale_queued(
+        self, older_than: datetime, limit: int, exclude: Sequence[UUID] = ()
+    ) -> builtins.list[TaskRecord]:
         rows = await self._fetch(
             f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'queued'"
             " AND lease_owner IS NULL AND next_attempt_at IS NULL AND updated_at < $1"
-            " ORDER BY updated_at LIMIT $2",
+            " AND NOT (id = ANY($3::uuid[])) ORDER BY updated_at LIMIT $2",
             older_than,
             limit,
+            list(exclude),
         )
         return [to_record(r) for r in rows]
 
@@ -133,3 +163,16 @@ class ReadQueries(PoolStore):
             else:
                 queued[row["queue"]] = age
         return WaitingAges(pending, queued)
+
+    async def workflow_counts(self) -> WorkflowCounts:
+        # The running groups' partial index and the status index keep this to the unfinished rows.
+        row = await self._fetchrow(
+            "SELECT (SELECT count(*) FROM task_groups WHERE status = 'running')::int AS groups,"
+            " (SELECT count(DISTINCT chain_root_id) FROM tasks"
+            f" WHERE status IN {sql_in(NON_TERMINAL)} AND chain_root_id IS NOT NULL)::int AS chains,"
+            " count(*) FILTER (WHERE group_role IS DISTINCT FROM 'reduce')::int AS delegation,"
+            " count(*) FILTER (WHERE group_role = 'reduce')::int AS parts"
+            " FROM tasks WHERE status = 'waiting'"
+        )
+        assert row is not None  # an aggregate always returns its row
+        return WorkflowCounts(row["groups"], row["chains"], row["delegation"], row["parts"])

@@ -113,7 +113,20 @@ class StartOutcome(StrEnum):
     CANCELLED = "cancelled"  # cancellation was requested before it started: now cancelled
     NOT_ROUTED = "not_routed"  # still pending: the routing commit is not visible yet
     WAITING = "waiting"  # it waits for the child tasks it delegated to: a stray duplicate, nothing to run
+    # Retrying: a copy of an earlier attempt's message (the retry sent its own): nothing to run.
+    STALE = "stale"
+    # Retrying: the message of its next attempt came before the backoff is over: start it later.
+    NOT_DUE = "not_due"
+    # Not started now, and the refusal is in its attempt history: send it round again (uncharged).
+    DEFERRED = "deferred"
     UNKNOWN = "unknown"
+
+
+class DeferralReason(StrEnum):
+    """Why a startable task was not started now (an attempt history entry ``start_deferred``)."""
+
+    TENANT_MAX_RUNNING = "tenant_max_running"  # its tenant runs its max_running tasks already
+    FAIR_SHARE = "fair_share"  # its tenant holds its share of the worker's slots while others wait
 
 
 @dataclass(frozen=True)
@@ -122,6 +135,11 @@ class StartResult:
     record: TaskRecord | None = None
     # For LEASED: seconds until the other worker's lease runs out.
     lease_remaining_seconds: float = 0.0
+    # For NOT_DUE: seconds until the retry's backoff is over.
+    retry_due_in_seconds: float = 0.0
+    # For DEFERRED: why, and how many times in a row (this one included) it was deferred for that reason.
+    reason: DeferralReason | None = None
+    deferrals: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,6 +187,19 @@ class WaitingAges:
     # Per specialist, the oldest task waiting to start in its work queue: queued since it was routed (or
     # handed back, reclaimed, replayed), or retrying and past its due time. Specialists without any: absent.
     queued_seconds: dict[str, float]
+
+
+@dataclass(frozen=True)
+class WorkflowCounts:
+    """Workflows in progress, by the database: what the workflow gauges show."""
+
+    # Task groups still running (multi-routed tasks' groups included).
+    groups: int
+    # Chains with a step not finished.
+    chains: int
+    # Tasks waiting for the tasks they delegated to, and multi-routed tasks waiting for their parts.
+    waiting_delegation: int
+    waiting_parts: int
 
 
 # A page position: the (created_at, id) of the last task seen, newest first.

@@ -18,6 +18,7 @@ from taskyard_common.lifecycle import (
     NON_TERMINAL,
     NOT_STARTED,
     ROUTABLE,
+    ROUTING_UNFINISHED,
     TaskStatus,
     sql_in,
 )
@@ -75,6 +76,17 @@ FAIL = logged(
     " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()",
     "WHERE id = $1 AND CASE WHEN $4::text IS NULL"
     f" THEN status IN {sql_in(NON_TERMINAL)} ELSE status = 'running' AND lease_owner = $4 END",
+    event=_STATUS,
+    data="jsonb_build_object('error', c.error, 'usage', c.usage)",
+    returning="c.id",
+    follow_ups=True,
+)
+# The broker agent's failures (routing gave up, an unknown specialist): in the statement itself, never a task
+# a worker has started meanwhile (reading the status first and then failing would race with the start).
+FAIL_UNSTARTED = logged(
+    "status = 'failed', error = $2, next_attempt_at = NULL, finished_at = clock_timestamp(),"
+    " updated_at = clock_timestamp()",
+    f"WHERE id = $1 AND status IN {sql_in(ROUTING_UNFINISHED)}",
     event=_STATUS,
     data="jsonb_build_object('error', c.error, 'usage', c.usage)",
     returning="c.id",
@@ -240,6 +252,11 @@ class TransitionQueries(StartQueries, GroupSettling):
     async def fail(self, task_id: UUID, error: TaskError, usage: Usage, owner: str | None = None) -> bool:
         row = await self._fetchrow(FAIL, task_id, error.model_dump(mode="json"), usage.model_dump(), owner)
         return await self._ended(task_id, row)
+
+    async def fail_unstarted(self, task_id: UUID, error: TaskError) -> bool:
+        return await self._ended(
+            task_id, await self._fetchrow(FAIL_UNSTARTED, task_id, error.model_dump(mode="json"))
+        )
 
     async def expire(self, task_id: UUID, message: str) -> bool:
         error = TaskError(type=TaskErrorType.EXPIRED, message=message)

@@ -106,12 +106,21 @@ class WorkflowQueries(GroupSettling):
         return records
 
     async def cancel_descendants(self, task_id: UUID) -> builtins.list[UUID]:
-        """Cancel what ``task_id`` delegated, all the way down; returns the running ones (asked to stop:
-        tell their workers)."""
+        """Cancel what ``task_id`` delegated, all the way down, and the parts of a multi-routed task;
+        returns the running ones (asked to stop: tell their workers)."""
         rows = await self._fetch(CANCEL_DESCENDANTS, task_id)
         for row in rows:
             self._changed(row["id"])
-        return [row["id"] for row in rows if row["status"] == TaskStatus.RUNNING.value]
+        running = [row["id"] for row in rows if row["status"] == TaskStatus.RUNNING.value]
+        # A multi-routed task is its group's reduce step: its parts go with it.
+        split = await self._fetchrow(
+            "SELECT group_id FROM tasks WHERE id = $1 AND group_role = 'reduce'"
+            " AND jsonb_array_length(COALESCE(routing->'parts', '[]'::jsonb)) > 0",
+            task_id,
+        )
+        if split is not None:
+            running += await self.cancel_group(split["group_id"])
+        return running
 
     async def children(self, task_id: UUID) -> builtins.list[dict[str, Any]]:
         """The tasks ``task_id`` delegated to, oldest first: {id, status, specialist, ...}."""

@@ -1,6 +1,8 @@
 """Run the whole of taskyard locally: migrations, then the API, the broker agent and one worker per specialist.
 
-Like Kubernetes would, it restarts a service process that dies (with backoff) and logs each restart.
+Like Kubernetes would, it restarts a service process that dies (with backoff) and logs each restart. It
+follows the catalog (``TASKYARD_CATALOG_SOURCE``, the file by default) while it runs: a specialist added
+gets a worker process, a deleted one's worker is stopped (``up.workers``).
 Ctrl-C (or SIGTERM) stops everything cleanly. With no LLM endpoint configured it runs a real small model on
 this machine (``--llm local``, the default: taskyard_devkit.local_model builds and fetches it once), or the
 bundled development model server (``--llm dev``), which answers deterministically and is NOT a real LLM;
@@ -15,6 +17,7 @@ import argparse
 import asyncio
 import os
 import signal
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +28,7 @@ from taskyard_devkit.readiness import wait_ready
 from taskyard_devkit.supervisor import Supervisor
 from taskyard_devkit.up.llm import choose_llm
 from taskyard_devkit.up.say import say
+from taskyard_devkit.up.workers import Workers
 
 if TYPE_CHECKING:
     from taskyard_common.catalog import Catalog
@@ -91,19 +95,17 @@ async def webhook_secret(tenant: str = "default") -> str | None:
     return out.decode().strip() if process.returncode == 0 else None
 
 
-def add_services(supervisor: Supervisor, args: argparse.Namespace, catalog: Catalog) -> None:
+def add_services(supervisor: Supervisor, args: argparse.Namespace, catalog: Catalog) -> Workers:
     """The API, the broker agent and one worker per specialist, each with its own health port."""
     supervisor.add("api", ["taskyard-api", "--host", args.host, "--port", str(args.port)])
     supervisor.add("broker-agent", ["taskyard-broker-agent"], TASKYARD_HEALTH_PORT=str(args.health_base_port))
-    for i, name in enumerate(catalog.names, start=1):
-        supervisor.add(
-            f"worker-{name}",
-            ["taskyard-worker", "--specialist", name],
-            TASKYARD_HEALTH_PORT=str(args.health_base_port + i),
-        )
+    workers = Workers(supervisor, args.health_base_port)
+    for name in catalog.names:
+        workers.add(name)
+    return workers
 
 
-def banner(args: argparse.Namespace, catalog: Catalog, llm_line: str, secret: str | None = None) -> str:
+def banner(args: argparse.Namespace, workers: Workers, llm_line: str, secret: str | None = None) -> str:
     base = f"http://{args.host}:{args.port}"
     loopback = os.environ.get("TASKYARD_WEBHOOK_ALLOW_LOOPBACK", "").strip().lower() in (
         "true",
@@ -129,7 +131,7 @@ def banner(args: argparse.Namespace, catalog: Catalog, llm_line: str, secret: st
     console    {base}/console/
     health     {base}/readyz   metrics: {base}/metrics
     broker     http://127.0.0.1:{args.health_base_port}/metrics
-    workers    {", ".join(f"{n}: :{args.health_base_port + i}" for i, n in enumerate(catalog.names, 1))}
+    workers    {", ".join(f"{n}: :{port}" for n, port in workers.ports.items())}
     LLM        {llm_line}
 
   Try it:
@@ -162,6 +164,7 @@ async def main() -> int:
         loop.add_signal_handler(sig, stop_requested.set)
 
     supervisor = Supervisor(say)
+    stack = AsyncExitStack()
     background: list[asyncio.Task[None]] = []
     llm_line = await choose_llm(
         args.llm,
@@ -176,15 +179,28 @@ async def main() -> int:
         await supervisor.stop()
         say("stopped")
         return 130
-    add_services(supervisor, args, catalog)
+    from taskyard_common.catalog import CatalogError
+    from taskyard_common.catalog_sources import CatalogUnavailable, open_live_catalog
+    from taskyard_common.settings import CatalogSettings, DbSettings
+
+    try:
+        # The settings the services read (from the environment load_settings prepared).
+        live = await stack.enter_async_context(open_live_catalog(CatalogSettings(), DbSettings()))
+    except (CatalogError, CatalogUnavailable) as exc:
+        say(f"cannot read the catalog: {exc}")
+        await supervisor.stop()
+        return 2
+    workers = add_services(supervisor, args, live.catalog)
+    live.on_change(workers.follow)
     supervisor.start_all()
 
     if await wait_ready(f"http://{args.host}:{args.port}/readyz", 60, stop_requested):
-        print(banner(args, catalog, llm_line, secret), flush=True)
+        print(banner(args, workers, llm_line, secret), flush=True)
     elif not stop_requested.is_set():
         say("the API did not become ready within 60 s; the logs above say why (services keep retrying)")
 
     await stop_requested.wait()
+    await stack.aclose()  # stop following the catalog first: no worker starts while the others stop
     say("stopping")
     await supervisor.stop()
     tasks = [*supervisor.tasks, *background]

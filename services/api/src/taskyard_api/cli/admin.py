@@ -1,12 +1,18 @@
 """``taskyard-admin``: manage the API keys (create, list, revoke), the tenants' webhook signing secrets and
-their LLM budgets directly in the database.
+their retention of finished tasks, their limits (``max_running``) and their LLM budgets directly in the
+database.
 
 A new key is printed once, alone on stdout, so it can be piped into a secret store; it is never logged and
 cannot be shown again (only its hash is stored). ``keys list`` never prints a secret. ``webhooks secret``
 prints a tenant's signing secret alone on stdout (creating it when the tenant has none); ``--rotate``
-replaces it: the broker agents sign with the new one within ``SECRET_CACHE_SECONDS`` (30 s). ``budget``
-shows, lists and sets the tenants' ``monthly_budget`` and ``max_cost_per_task`` (USD; ``none`` removes one);
-API processes and workers apply a change within their cache periods (a few seconds).
+replaces it: the broker agents sign with the new one within ``SECRET_CACHE_SECONDS`` (30 s).
+``tenants retention`` shows or sets how many days a tenant's finished tasks are kept (instead of the
+deployment's ``TASKYARD_TASK_RETENTION_DAYS``); the broker agents' next retention round applies it.
+``tenants list|show|set|unset``
+shows, sets and drops any tenant's limits (the REST route reaches only the API key's own tenant); a new cap
+applies from the next start a worker attempts.
+``budget`` shows, lists and sets the tenants' ``monthly_budget`` and ``max_cost_per_task`` (USD; ``none``
+removes one); API processes and workers apply a change within their cache periods (a few seconds).
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from taskyard_common.settings import DbSettings
 from taskyard_common.store import DEFAULT_TENANT
 from taskyard_common.store.budgets import BudgetStore
 from taskyard_common.store.keys import TENANT_PATTERN, ApiKey, KeyStore, Role
+from taskyard_common.store.retention import RetentionStore
 from taskyard_common.store.spend import SpendStore
+from taskyard_common.store.tenant_limits import TenantLimit, TenantLimitStore
 from taskyard_common.store.webhook_secrets import WebhookSecretStore
 
 PROG = "taskyard-admin"
@@ -41,15 +49,50 @@ def _tenant(text: str) -> str:
     return text
 
 
+def _max_running(text: str) -> int | None:
+    if text == "unlimited":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number or 'unlimited': {text!r}")
+    return value
+
+
+def _tenant_parsers(
+    groups: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    tenants = groups.add_parser("tenants", help="the tenants' limits (max_running) and own retention")
+    actions = tenants.add_subparsers(dest="action", required=True, metavar="{list,show,set,unset,retention}")
+    actions.add_parser("list", help="list the tenants with limits set")
+    show = actions.add_parser("show", help="show a tenant's limits and what it runs now")
+    show.add_argument("--tenant", required=True, type=_tenant)
+    set_ = actions.add_parser(
+        "set",
+        help="set a tenant's limits",
+        description="Set the tenant's limits. max_running caps its tasks running at once across all "
+        "workers; a start over the cap is deferred (uncharged) until one of its tasks ends.",
+    )
+    set_.add_argument("--tenant", required=True, type=_tenant)
+    set_.add_argument(
+        "--max-running", required=True, type=_max_running, help="a whole number from 1, or 'unlimited'"
+    )
+    unset = actions.add_parser("unset", help="drop a tenant's limits (unlimited again)")
+    unset.add_argument("--tenant", required=True, type=_tenant)
+    return actions
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Administer taskyard: API keys (tenants and roles) of the REST API, the tenants' "
-        "webhook signing secrets and their LLM budgets.",
+        "webhook signing secrets, the tenants' limits and retention, and their LLM budgets.",
         epilog="Connects to TASKYARD_DB_URL (or DATABASE_URL), schema TASKYARD_DB_SCHEMA (default taskyard); "
         "run taskyard-migrate first.",
     )
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{keys,webhooks,budget}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{keys,webhooks,tenants,budget}")
     keys = groups.add_parser("keys", help="create, list and revoke API keys")
     actions = keys.add_subparsers(dest="action", required=True, metavar="{create,list,revoke}")
     create = actions.add_parser(
@@ -81,8 +124,45 @@ def _parser() -> argparse.ArgumentParser:
     secret.add_argument(
         "--rotate", action="store_true", help="replace it with a new secret (the old one stops verifying)"
     )
+    tenant_actions = _tenant_parsers(groups)
+    retention = tenant_actions.add_parser(
+        "retention",
+        help="show or set how long a tenant's finished tasks are kept",
+        description="Without --days or --clear: print the tenants with their own retention (tenant<TAB>days). "
+        "--days N: keep the tenant's finished tasks N days; --clear: back to TASKYARD_TASK_RETENTION_DAYS.",
+    )
+    retention.add_argument("--tenant", type=_tenant, help="the tenant to set (or the only one to show)")
+    change = retention.add_mutually_exclusive_group()
+    change.add_argument("--days", type=_days, help="days to keep its finished tasks (1 to 36500)")
+    change.add_argument("--clear", action="store_true", help="use the deployment's default again")
     _budget_parser(groups)
     return parser
+
+
+def _days(text: str) -> int:
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if not 1 <= days <= 36500:
+        raise argparse.ArgumentTypeError(f"not a number of days from 1 to 36500: {text!r}")
+    return days
+
+
+async def _retention(args: argparse.Namespace, retention: RetentionStore) -> int:
+    if args.days is None and not args.clear:
+        print("tenant\tdays")
+        for tenant, days in sorted((await retention.retention_overrides()).items()):
+            if args.tenant is None or tenant == args.tenant:
+                print(f"{tenant}\t{days}")
+        return 0
+    if args.tenant is None:
+        print(f"{PROG}: --tenant is needed with --days or --clear", file=sys.stderr)
+        return 2
+    await retention.set_retention(args.tenant, None if args.clear else args.days)
+    what = "the default" if args.clear else f"{args.days} day(s)"
+    print(f"tenant {args.tenant} keeps its finished tasks {what}", file=sys.stderr)
+    return 0
 
 
 def _usd(text: str) -> float | None:
@@ -154,9 +234,41 @@ def _row(key: ApiKey) -> str:
     )
 
 
+_LIMITS_HEADER = "tenant\tmax_running\trunning\tupdated_at"
+
+
+def _limit_row(limit: TenantLimit) -> str:
+    cap = "unlimited" if limit.max_running is None else str(limit.max_running)
+    updated = limit.updated_at.isoformat(timespec="seconds") if limit.updated_at else "-"
+    return "\t".join((limit.tenant, cap, str(limit.running), updated))
+
+
+async def _tenants(args: argparse.Namespace, limits: TenantLimitStore) -> int:
+    print(_LIMITS_HEADER)
+    if args.action == "list":
+        for limit in await limits.list():
+            print(_limit_row(limit))
+    elif args.action == "show":
+        print(_limit_row(await limits.get(args.tenant)))
+    elif args.action == "set":
+        print(_limit_row(await limits.put(args.tenant, max_running=args.max_running)))
+    else:
+        await limits.delete(args.tenant)
+        print(_limit_row(await limits.get(args.tenant)))
+    return 0
+
+
 async def _run(args: argparse.Namespace, settings: DbSettings) -> int:
     store = await KeyStore.open(settings)
     try:
+        if args.group == "tenants":
+            if args.action == "retention":
+                return await _retention(
+                    args, RetentionStore(store.pool, acquire_timeout=settings.command_timeout_seconds)
+                )
+            return await _tenants(
+                args, TenantLimitStore(store.pool, acquire_timeout=settings.command_timeout_seconds)
+            )
         if args.group == "budget":
             return await _budget(args, store, settings)
         if args.group == "webhooks":

@@ -25,6 +25,31 @@ _REQUEST_ID_DOC = {
 }
 
 
+# Every read under /v1 takes a token of the tenant's read limit (tenancy/read_limit.py).
+_READ_LIMITED_DOC = {
+    "description": "This tenant's read rate limit (per API process) is spent: retry after Retry-After seconds",
+    "headers": {
+        "Retry-After": {"description": "Seconds to wait before reading again", "schema": {"type": "integer"}},
+        "RateLimit-Policy": {
+            "description": 'The read quota: "read";q=<burst>;w=<seconds to refill it>',
+            "schema": {"type": "string"},
+        },
+        "RateLimit": {
+            "description": '"read";r=<reads left>;t=<seconds until the next one>',
+            "schema": {"type": "string"},
+        },
+    },
+}
+
+
+def _file_read_limits(schema: dict[str, Any]) -> None:
+    for path, path_item in schema.get("paths", {}).items():
+        read = path_item.get("get")
+        if path.startswith("/v1/") or path == "/v1":
+            if read is not None:
+                read.setdefault("responses", {}).setdefault("429", dict(_READ_LIMITED_DOC))
+
+
 def _file_problems(schema: dict[str, Any]) -> None:
     problem_ref = {"$ref": _REF_PREFIX + "Problem"}
     for path_item in schema.get("paths", {}).values():
@@ -47,6 +72,7 @@ def install_openapi(app: FastAPI) -> None:
         if app.openapi_schema is not None:
             return app.openapi_schema
         schema = generate()  # also kept as ``app.openapi_schema``: filed once, served as filed
+        _file_read_limits(schema)
         _file_problems(schema)
         return schema
 

@@ -81,6 +81,8 @@ UNKNOWN_SPECIALIST = ProblemKind("unknown-specialist", "Unknown specialist", 422
 NOT_FOUND = ProblemKind("not-found", "Not found", 404)
 TASK_NOT_COMPLETED = ProblemKind("task-not-completed", "Task not completed", 409)
 TASK_ALREADY_FINISHED = ProblemKind("task-already-finished", "Task already finished", 409)
+TASK_NOT_FINISHED = ProblemKind("task-not-finished", "Task not finished", 409)
+TASK_IN_WORKFLOW = ProblemKind("task-in-workflow", "Task still needed by its workflow", 409)
 GROUP_ALREADY_FINISHED = ProblemKind("group-already-finished", "Group already finished", 409)
 PAYLOAD_TOO_LARGE = ProblemKind("payload-too-large", "Request body too large", 413)
 UNSUPPORTED_MEDIA_TYPE = ProblemKind("unsupported-media-type", "Unsupported media type", 415)
@@ -91,6 +93,7 @@ NOT_READY = ProblemKind("not-ready", "Service not ready", 503)
 UNAUTHORIZED = ProblemKind("unauthorized", "Authentication required", 401)
 FORBIDDEN = ProblemKind("forbidden", "Not allowed for this API key's role", 403)
 RATE_LIMITED = ProblemKind("rate-limited", "Too many submissions", 429)
+READ_RATE_LIMITED = ProblemKind("read-rate-limited", "Too many reads", 429)
 IDEMPOTENCY_KEY_REUSED = ProblemKind(
     "idempotency-key-reused", "Idempotency key reused for another request", 422
 )

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep
+from taskyard_api.http.byte_pages import bounded_page, json_size
 from taskyard_api.http.cursor import encode_cursor
 from taskyard_api.http.params import (
     CursorQuery,
@@ -46,6 +47,7 @@ from taskyard_common.announce import announce
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, Unroutable
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.store import DeadLetterRecord, TaskStore
+from taskyard_common.store.records import Cursor
 
 log = logging.getLogger(__name__)
 
@@ -146,16 +148,29 @@ async def list_dead_letters(
     cursor: CursorQuery = None,
 ) -> DeadLetterPage:
     size, after = page_size(limit, settings), page_after(cursor)
-    records = await store.list_dead_letters(
-        specialist=specialist,
-        reason=reason.value if reason else None,
-        limit=size + 1,
+
+    async def fetch(rows: int, position: Cursor | None) -> list[DeadLetterRecord]:
+        return await store.list_dead_letters(
+            specialist=specialist,
+            reason=reason.value if reason else None,
+            limit=rows,
+            after=position,
+            tenant=principal.tenant,
+        )
+
+    # Bounded in bytes too (each holds its message): a page of large ones ends early, with a cursor.
+    page = await bounded_page(
+        fetch,
+        DeadLetterDocument.from_record,
+        lambda r: (r.recorded_at, r.task_id),
+        size=size,
         after=after,
-        tenant=principal.tenant,
+        max_bytes=settings.api.max_page_bytes,
+        weigh=json_size,
     )
-    page, more = records[:size], len(records) > size
-    next_cursor = encode_cursor(page[-1].recorded_at, page[-1].task_id) if more else None
-    return DeadLetterPage(items=[DeadLetterDocument.from_record(r) for r in page], next_cursor=next_cursor)
+    last = page.last
+    next_cursor = encode_cursor(last.recorded_at, last.task_id) if page.more and last is not None else None
+    return DeadLetterPage(items=page.items, next_cursor=next_cursor)
 
 
 @router.get(

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
-from taskyard_api.deps import ResourcesDep
-from taskyard_api.http.problems import NOT_READY, ProblemException, problem_responses
+from taskyard_api.deps import ResourcesDep, SettingsDep
+from taskyard_api.http.problems import NOT_FOUND, NOT_READY, ProblemException, problem_responses
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,13 @@ async def readyz(resources: ResourcesDep) -> Readiness:
     "/metrics",
     summary="Prometheus metrics",
     response_class=Response,
-    responses={200: {"description": "Prometheus text format", "content": {"text/plain": {}}}},
+    responses={
+        200: {"description": "Prometheus text format", "content": {"text/plain": {}}},
+        **problem_responses(404, descriptions={404: "Served on TASKYARD_API_METRICS_PORT instead"}),
+    },
 )
-async def metrics() -> Response:
+async def metrics(settings: SettingsDep) -> Response:
+    if settings.api.metrics_port is not None:
+        # Served on TASKYARD_API_METRICS_PORT instead, out of reach of whatever exposes this port.
+        raise ProblemException(NOT_FOUND("Metrics are served on the metrics port."))
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -14,8 +14,17 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from taskyard_api.cancelling import tell_workers
 from taskyard_api.deps import ResourcesDep, SettingsDep, StoreDep, WatcherDep
+from taskyard_api.http.byte_pages import bounded_page
 from taskyard_api.http.cursor import encode_cursor
 from taskyard_api.http.etag import ETAG_HEADER, IfNoneMatchHeader, client_has_current, task_etag
+from taskyard_api.http.fields import (
+    LINK_FIELDS,
+    FieldsQuery,
+    document_json,
+    omitted_columns,
+    page_json,
+    parse_fields,
+)
 from taskyard_api.http.params import (
     CursorQuery,
     LimitQuery,
@@ -43,6 +52,8 @@ from taskyard_api.watching.long_poll import WaitQuery, wait_for_change
 from taskyard_api.workflows.links import new_task_document, task_document
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Priority
+from taskyard_common.store import TaskRecord
+from taskyard_common.store.records import Cursor
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +128,12 @@ async def submit_task(
     )
 
 
-@router.get("", summary="List tasks, newest first", responses=problem_responses(422, 503))
+@router.get(
+    "",
+    summary="List tasks, newest first",
+    response_model=TaskPage,
+    responses=problem_responses(422, 503),
+)
 async def list_tasks(
     store: StoreDep,
     settings: SettingsDep,
@@ -129,20 +145,37 @@ async def list_tasks(
     priority: Annotated[Priority | None, Query(description="Only tasks of this priority")] = None,
     limit: LimitQuery = None,
     cursor: CursorQuery = None,
-) -> TaskPage:
-    size, after = page_size(limit, settings), page_after(cursor)
-    # One extra row tells whether another page exists, so the last page carries no cursor.
-    records = await store.list(
-        status=status,
-        specialist=specialist,
-        priority=priority,
-        limit=size + 1,
+    fields: FieldsQuery = None,
+) -> Response:
+    """Pages stop at ``limit`` items or at the API's byte bound, whichever comes first (``truncated``)."""
+    size, after, wanted = page_size(limit, settings), page_after(cursor), parse_fields(fields)
+    omit = omitted_columns(wanted)
+
+    async def fetch(rows: int, position: Cursor | None) -> list[TaskRecord]:
+        return await store.list(
+            status=status,
+            specialist=specialist,
+            priority=priority,
+            limit=rows,
+            after=position,
+            tenant=principal.tenant,
+            omit=omit,
+        )
+
+    # Read in chunks and bounded in bytes (TASKYARD_API_MAX_PAGE_BYTES): a page of large tasks ends early,
+    # with a cursor, and the process never holds more than the budget and one chunk of rows.
+    page = await bounded_page(
+        fetch,
+        lambda record: document_json(TaskDocument.from_record(record), wanted),
+        lambda r: (r.created_at, r.id),
+        size=size,
         after=after,
-        tenant=principal.tenant,
+        max_bytes=settings.api.max_page_bytes,
+        weigh=len,
     )
-    page, more = records[:size], len(records) > size
-    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
-    return TaskPage(items=[TaskDocument.from_record(r) for r in page], next_cursor=next_cursor)
+    last = page.last
+    next_cursor = encode_cursor(last.created_at, last.id) if page.more and last is not None else None
+    return Response(page_json(page.items, next_cursor, page.truncated), media_type="application/json")
 
 
 @router.get(
@@ -166,9 +199,12 @@ async def get_task(
     principal: Reader,
     wait: WaitQuery = None,
     if_none_match: IfNoneMatchHeader = None,
+    fields: FieldsQuery = None,
 ) -> Any:
     """With ``wait``, answer as soon as the task changes, at the latest after ``wait`` seconds: changes from
-    the version ``If-None-Match`` names (a different one answers at once), else from the current one."""
+    the version ``If-None-Match`` names (a different one answers at once), else from the current one. With
+    ``fields``, only those fields (and ``id``); the links are read only when asked for."""
+    wanted = parse_fields(fields)
     record = await owned_task(store, task_id, principal)
     etag = task_etag(record)
     if wait is not None and (if_none_match is None or client_has_current(if_none_match, etag)):
@@ -179,7 +215,12 @@ async def get_task(
     if client_has_current(if_none_match, etag):
         return Response(status_code=304, headers={"ETag": etag})
     response.headers["ETag"] = etag
-    return await task_document(store, record)
+    if wanted is None:
+        return await task_document(store, record)
+    document = (
+        await task_document(store, record) if wanted & LINK_FIELDS else TaskDocument.from_record(record)
+    )
+    return Response(document_json(document, wanted), media_type="application/json", headers={"ETag": etag})
 
 
 @router.get(

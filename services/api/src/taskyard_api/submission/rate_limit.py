@@ -16,7 +16,9 @@ from taskyard_api.resources import Resources
 POLICY = "submit"
 
 
-def rate_limit_headers(tokens: float, *, per_second: float, burst: int) -> dict[str, str]:
+def rate_limit_headers(
+    tokens: float, *, per_second: float, burst: int, policy: str = POLICY
+) -> dict[str, str]:
     remaining = math.floor(tokens)
     window = max(1, math.ceil(burst / per_second))
     if remaining < 1:
@@ -24,8 +26,8 @@ def rate_limit_headers(tokens: float, *, per_second: float, burst: int) -> dict[
     else:
         reset = max(0, math.ceil((burst - tokens) / per_second))
     return {
-        "RateLimit-Policy": f'"{POLICY}";q={burst};w={window}',
-        "RateLimit": f'"{POLICY}";r={remaining};t={reset}',
+        "RateLimit-Policy": f'"{policy}";q={burst};w={window}',
+        "RateLimit": f'"{policy}";r={remaining};t={reset}',
     }
 
 

@@ -12,7 +12,10 @@ grace period: ``TASKYARD_BROKER_REPUBLISH_AFTER_SECONDS``).
 
 A third, smaller duty: idempotency keys (of tasks and of groups) older than their retention are deleted.
 
-Only rows unchanged for a grace period qualify. The grace period exceeds the publish timeout
+Only rows unchanged for a grace period qualify, measured by the database's clock (the one that wrote
+``updated_at``): the host's clock may be ahead of it or behind. A row that can never be announced (written
+by something other than this API's validated paths) is skipped by this process from then on, so such rows
+never fill the batch and starve the others. The grace period exceeds the publish timeout
 (``ServiceSettings`` checks it), so a live request that is still waiting for its confirm, and may yet fail,
 discard its row and answer 503, is never overtaken. Several API replicas may sweep the same row at once; a
 duplicate intake message is harmless because routing a task is one conditional update that applies only
@@ -23,13 +26,13 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from uuid import UUID
 
 from pydantic import ValidationError
 
 from taskyard_api.bus import BusLink
 from taskyard_common.announce import announce
 from taskyard_common.errors import NotAnnounceable
-from taskyard_common.messages import utcnow
 from taskyard_common.periodic import PeriodicTask
 from taskyard_common.store import TaskRecord, TaskStore
 from taskyard_common.topology import Topology
@@ -37,6 +40,8 @@ from taskyard_common.topology import Topology
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 100
+# Rows this process found it can never announce, excluded from its queries (bounded; oldest forgotten).
+MAX_UNANNOUNCEABLE = 10_000
 
 
 class Sweeper:
@@ -55,6 +60,7 @@ class Sweeper:
         self._topology = topology
         self._grace = timedelta(seconds=grace_seconds)
         self._retention = timedelta(seconds=idempotency_retention_seconds)
+        self._unannounceable: dict[UUID, None] = {}
         # The first round at once: what a crashed predecessor left is announced without waiting an interval.
         # A failed round (RabbitMQ or the database away, the queue full) leaves its rows to the next one.
         self._loop = PeriodicTask(
@@ -76,7 +82,9 @@ class Sweeper:
         if not self._bus.connected:
             return 0
         published = 0
-        for task in await self._store.unpublished(older_than=utcnow() - self._grace, limit=BATCH_SIZE):
+        older_than = await self._store.database_now() - self._grace
+        skipped = list(self._unannounceable)
+        for task in await self._store.unpublished(older_than=older_than, limit=BATCH_SIZE, exclude=skipped):
             if await self._publish(task):
                 published += 1
         if published:
@@ -85,7 +93,7 @@ class Sweeper:
 
     async def expire_keys_once(self) -> int:
         """Delete the idempotency keys older than the retention: they may name a new task again."""
-        older_than = utcnow() - self._retention
+        older_than = await self._store.database_now() - self._retention
         expired = await self._store.expire_idempotency_keys(older_than)
         expired += await self._store.expire_group_idempotency_keys(older_than)
         if expired:
@@ -97,6 +105,11 @@ class Sweeper:
             await announce(self._bus.publisher, self._topology, task, self._store.mark_published)
         except (ValidationError, NotAnnounceable) as exc:
             # Written by something other than this API's validated paths: never publishable.
-            log.error("task %s cannot be announced (%s); skipping", task.id, type(exc).__name__)
+            log.error(
+                "task %s cannot be announced (%s); skipping it from now on", task.id, type(exc).__name__
+            )
+            if len(self._unannounceable) >= MAX_UNANNOUNCEABLE:
+                del self._unannounceable[next(iter(self._unannounceable))]
+            self._unannounceable[task.id] = None
             return False
         return True

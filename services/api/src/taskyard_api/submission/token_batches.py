@@ -41,9 +41,11 @@ class BatchedBuckets:
         if state is None:
             state = self._tenants[tenant] = _Tenant()
         state.waiting += 1
+        counted = True
         try:
             async with state.lock:
                 state.waiting -= 1
+                counted = False
                 if count > 1:
                     # The reserve belongs to the single requests waiting: a group takes its own.
                     taken = await self._store.take(tenant, per_second=per_second, burst=burst, count=count)
@@ -60,5 +62,9 @@ class BatchedBuckets:
                 # What this request may report: the shared bucket plus what its fellow waiters still hold.
                 return TokenTaken(allowed=True, tokens=state.left + state.reserve)
         finally:
+            if counted:
+                # Cancelled (the client left) while waiting for the lock: no longer waiting. Left counted,
+                # every later take would ask for a token too many, and the tenant's entry would never go.
+                state.waiting -= 1
             if state.waiting == 0 and not state.lock.locked() and state.reserve == 0:
                 self._tenants.pop(tenant, None)

@@ -3,8 +3,12 @@
 Without it every request costs a database round trip before it does anything else. With it, a key seen in
 the last ``TASKYARD_API_AUTH_CACHE_SECONDS`` is taken as still valid: a revoked key keeps working on an API
 process for at most that long (5 s by default). ``0`` turns the cache off, and then a revocation applies
-from the very next request. Only valid keys are cached, under the SHA-256 of the whole presented key, so a
-wrong secret never matches a cached entry; a refused key is looked up every time.
+from the very next request. Entries are kept under the SHA-256 of the whole presented key, so a wrong
+secret never matches a cached entry.
+
+Refused keys are remembered too, for the same time (a negative cache): a client that keeps sending an
+unknown or revoked key costs one database query per TTL, not one per request. The price: a key created
+after it was first tried (and refused) works on a process only once that entry expired.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ class CachedKeys:
         self._ttl = ttl_seconds
         self._max = max_entries
         self._entries: dict[bytes, tuple[float, ApiKey]] = {}
+        # Refused keys: digest → until when the refusal stands.
+        self._refused: dict[bytes, float] = {}
 
     async def authenticate(self, key: str) -> ApiKey | None:
         """``KeyStore.authenticate``, answered from the cache while an earlier answer is fresh."""
@@ -34,10 +40,17 @@ class CachedKeys:
         entry = self._entries.get(digest)
         if entry is not None and entry[0] > now:
             return entry[1]
+        refused_until = self._refused.get(digest)
+        if refused_until is not None and refused_until > now:
+            return None
         found = await self._keys.authenticate(key)
         if found is None:
             self._entries.pop(digest, None)
+            if len(self._refused) >= self._max:
+                self._refused = _fresh(self._refused, now, self._max)
+            self._refused[digest] = now + self._ttl
             return None
+        self._refused.pop(digest, None)
         if len(self._entries) >= self._max:
             self._evict(now)
         self._entries[digest] = (now + self._ttl, found)
@@ -49,3 +62,11 @@ class CachedKeys:
         if len(self._entries) >= self._max:
             keep = list(self._entries.items())[len(self._entries) // 2 :]
             self._entries = dict(keep)
+
+
+def _fresh(refused: dict[bytes, float], now: float, limit: int) -> dict[bytes, float]:
+    """The refusals still standing, and only the newer half of them if that is still ``limit`` or more."""
+    kept = {d: until for d, until in refused.items() if until > now}
+    if len(kept) >= limit:
+        kept = dict(list(kept.items())[len(kept) // 2 :])
+    return kept

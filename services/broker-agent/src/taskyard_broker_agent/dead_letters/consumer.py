@@ -5,7 +5,8 @@ permanent error), one redelivered past the queue's delivery limit, one that expi
 the task becomes ``dead_lettered`` and its ``dead_letters`` row keeps the message for a replay
 (``/v1/dead-letters``); see ``parsing`` for how a message is read.
 
-The dead-letter queue is the end of the line: no delivery limit, no delay route back to it. When the
+The dead-letter queue is the end of the line: an unlimited delivery limit (see
+``topology.dead_letter_queue_arguments``), no delay route back to it. When the
 database is unreachable a dead letter is therefore held for a pause that doubles per redelivery, then
 requeued, instead of spinning through redeliveries (the prefetch bounds how many wait).
 """
@@ -57,7 +58,7 @@ class DeadLetterConsumer:
     def __init__(self, context: AgentContext) -> None:
         self._store = context.store
         self._topology = context.topology
-        self._specialists = context.specialists
+        self._context = context
         self._retry_base = context.settings.broker.retry_base_seconds
         self._retry_max = context.settings.broker.retry_max_seconds
 
@@ -102,7 +103,7 @@ class DeadLetterConsumer:
         )
         metrics.DEAD_LETTERS.labels(letter.reason).inc()
         if recorded:
-            metrics.count_dead_lettered(letter.specialist, self._specialists)
+            metrics.count_dead_lettered(letter.specialist, self._context.specialists)
             log.warning(
                 "task %s dead-lettered: reason=%s queue=%s specialist=%s",
                 letter.task_id,

@@ -148,8 +148,10 @@ def specialist_of(message: Mapping[str, Any], queue: str, topology: Topology) ->
     if isinstance(named, str) and _SPECIALIST.match(named):
         return named
     for prefix in (topology.specialist_queue(""), topology.quarantine_queue("")):
-        if queue.startswith(prefix) and _SPECIALIST.match(queue[len(prefix) :]):
-            return queue[len(prefix) :]
+        # A work queue's name ends with its level (``.high``, ``.low``; none for normal).
+        name = queue[len(prefix) :].removesuffix(".high").removesuffix(".low")
+        if queue.startswith(prefix) and _SPECIALIST.match(name):
+            return name
     return None
 
 

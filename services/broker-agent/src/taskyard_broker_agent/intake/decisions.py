@@ -3,8 +3,8 @@ without a broker or a database. ``handler.IntakeHandler`` reads the task, asks, 
 
 The store is the source of truth, which makes the intake idempotent under redelivery:
 
-- a task still pending is routed (``Route``), or recorded at once when the client named a specialist of
-  the catalog (``Record``); an unknown name fails it (``FailUnknownSpecialist``): the API and the broker
+- a task still pending is routed (``Route``; with ``multi_route``, perhaps split into parts), or recorded
+  at once when the client named a specialist of the catalog (``Record``); an unknown name fails it (``FailUnknownSpecialist``): the API and the broker
   agent run different catalogs during a rollout, retrying cannot help, and routing it elsewhere would
   ignore the client;
 - a task already queued with a decision is a redelivery after a crash between recording and publishing:
@@ -37,7 +37,13 @@ EXPLICIT_REASON = "requested by the client"
 
 @dataclass(frozen=True)
 class Route:
-    """Pending: ask the router, record its decision, publish."""
+    """Pending: ask the router (for ``tenant``: its decision cache is per tenant), record its decision,
+    publish. ``split``: the task as stored when its request may be split into parts (catalog
+    ``multi_route``, and a task of its own: no group's, no delegated one); its parts copy its tenant, limits
+    and priority."""
+
+    tenant: str | None = None
+    split: TaskRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,13 @@ def explicit_decision(message: IntakeMessage, catalog: Catalog) -> RoutingDecisi
     )
 
 
+def may_split(task: TaskRecord, catalog: Catalog) -> bool:
+    """Whether routing may split the task into parts: the catalog allows it, and the task is no part of a
+    group (its parts would be a group's children again) and was not delegated (its parent waits for one
+    answer, and delegation has its own depth and fan-out bounds)."""
+    return catalog.multi_route and task.group_id is None and task.delegation is None
+
+
 def decide_intake(
     message: IntakeMessage,
     task: TaskRecord | None,
@@ -193,7 +206,7 @@ def decide_intake(
             return Delay(hop_tier(0), as_utc(not_before))
         return Expire()
     if message.requested_specialist is None:
-        return Route()
+        return Route(task.tenant, task if may_split(task, catalog) else None)
     explicit = explicit_decision(message, catalog)
     if explicit is None:
         return FailUnknownSpecialist(message.requested_specialist)

@@ -18,6 +18,7 @@ import logging
 import time
 from datetime import UTC, datetime
 from typing import assert_never
+from uuid import uuid4
 
 from aio_pika.abc import AbstractIncomingMessage
 
@@ -39,14 +40,16 @@ from taskyard_broker_agent.intake.decisions import (
     not_due,
 )
 from taskyard_common import metrics
-from taskyard_common.announce import publish_then_mark
+from taskyard_common.amqp import Publisher
+from taskyard_common.announce import announce, publish_then_mark
 from taskyard_common.errors import PermanentError, TaskyardError
 from taskyard_common.lifecycle import ROUTING_UNFINISHED
-from taskyard_common.messages import IntakeMessage, RoutingDecision, Usage, WorkMessage
+from taskyard_common.messages import IntakeMessage, RoutingDecision, WorkMessage
 from taskyard_common.retry import backoff_seconds, publish_delayed
-from taskyard_common.store import RoutedTask
+from taskyard_common.store import NewTask, RoutedTask, TaskRecord
+from taskyard_common.store.parts import part_instructions
 from taskyard_common.task_errors import TaskErrorType, task_error
-from taskyard_common.topology import INTAKE_TARGET
+from taskyard_common.topology import intake_target
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +63,14 @@ def describe_error(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def delay_target(message: IntakeMessage) -> str:
-    """Where a delayed intake message comes back to (a retry, or a task not due yet)."""
-    return INTAKE_TARGET
+def delay_target(publisher: Publisher, message: IntakeMessage) -> str:
+    """Where a delayed intake message comes back to (a retry, or a task not due yet): its level's queue."""
+    return intake_target(publisher.level(message.priority))
 
 
 class IntakeHandler:
     def __init__(self, context: AgentContext) -> None:
-        self._catalog = context.catalog
+        self._context = context
         self._store = context.store
         self._publisher = context.publisher
         self._router = context.router
@@ -87,7 +90,12 @@ class IntakeHandler:
 
     async def handle(self, message: IntakeMessage) -> None:
         started = time.perf_counter()
-        explicit = explicit_decision(message, self._catalog)
+        requested = message.requested_specialist
+        if requested is not None and self._context.catalog.get(requested) is None:
+            # The API may know a new specialist before this process's next look at the catalog source: look
+            # now, rather than fail the task as unknown.
+            await self._context.live.refresh()
+        explicit = explicit_decision(message, self._context.catalog)
         if explicit is not None and not not_due(message, datetime.now(UTC)):
             # Nothing to decide, so nothing to protect by reading the task first: one conditional statement
             # records the decision, and only when it does not apply is the task read to see why.
@@ -95,18 +103,21 @@ class IntakeHandler:
             await self._carry_out(message, Record(explicit))
             return
         task = await self._store.get(message.task_id)
-        await self._carry_out(message, decide_intake(message, task, self._catalog, datetime.now(UTC)))
+        await self._carry_out(message, decide_intake(message, task, self._context.catalog, datetime.now(UTC)))
 
     async def _carry_out(self, message: IntakeMessage, action: IntakeAction) -> None:
         task_id = message.task_id
         match action:
-            case Route():
+            case Route(tenant, split):
                 started = time.perf_counter()
-                decision = await self._router.route(message.input)
+                decision = await self._router.route(message.input, tenant, multi=split is not None)
                 # Labelled by the method that decided: an LLM answer that fell back to the rules counts as
                 # rules.
                 metrics.ROUTING_DURATION.labels(decision.method.value).observe(time.perf_counter() - started)
-                await self._record(message, decision)
+                if decision.parts and split is not None:
+                    await self._split(message, split, decision)
+                else:
+                    await self._record(message, decision)
             case Record(decision):
                 await self._record(message, decision)
             case Republish(decision, deadline, timeout_seconds, tenant, priority):
@@ -125,7 +136,9 @@ class IntakeHandler:
             case Delay(seconds, not_before):
                 # Uncharged: the same attempt comes back, carrying not_before for its next look.
                 again = message.model_copy(update={"not_before": not_before})
-                await publish_delayed(self._publisher, self._topology, delay_target(message), again, seconds)
+                await publish_delayed(
+                    self._publisher, self._topology, delay_target(self._publisher, message), again, seconds
+                )
                 metrics.INTAKE_DELAYED.inc()
                 log.debug("task %s not due until %s: back in %d s", task_id, not_before.isoformat(), seconds)
             case FailUnknownSpecialist(specialist):
@@ -133,7 +146,7 @@ class IntakeHandler:
                     TaskErrorType.UNKNOWN_SPECIALIST,
                     f"specialist {specialist!r} is not in the broker agent's catalog",
                 )
-                await self._store.fail(task_id, error, Usage())
+                await self._store.fail_unstarted(task_id, error)
                 log.warning("failed task %s: requested specialist %s not in the catalog", task_id, specialist)
             case DropUnknown():
                 log.warning("dropping intake message for unknown task %s (discarded by the API)", task_id)
@@ -151,11 +164,7 @@ class IntakeHandler:
         deadline = as_utc(message.deadline) if message.deadline is not None else None
         routed = await self._store.route(message.task_id, decision, deadline)
         if routed is None:
-            task = await self._store.get(message.task_id)
-            now = datetime.now(UTC)
-            await self._carry_out(
-                message, decide_intake(message, task, self._catalog, now, route_refused=True)
-            )
+            await self._refused(message)
             return
         metrics.ROUTING_DECISIONS.labels(decision.method.value, decision.specialist).inc()
         # Never the input or the reason (the model may quote the request): ids and labels only.
@@ -167,6 +176,55 @@ class IntakeHandler:
             decision.confidence,
         )
         await self._publish(message, decision, routed)
+
+    async def _split(self, message: IntakeMessage, task: TaskRecord, decision: RoutingDecision) -> None:
+        """A request of distinct jobs: one child task per part, in a group whose combine step is this task
+        (it waits, holding nothing, then the catalog's combiner answers from the parts' outcomes). The
+        children are announced here; one whose announcement is lost stays pending and unpublished, for the
+        API's sweeper."""
+        group_id = uuid4()
+        deadline = task.deadline or (as_utc(message.deadline) if message.deadline is not None else None)
+        parts = [
+            NewTask(
+                id=uuid4(),
+                tenant=task.tenant,
+                input=task.input,
+                metadata=task.metadata,
+                requested_specialist=part.specialist,
+                deadline=deadline,
+                timeout_seconds=task.timeout_seconds,
+                instructions=part_instructions(part.job),
+                group_id=group_id,
+                group_role="child",
+                priority=task.priority,
+            )
+            for part in decision.parts
+        ]
+        combined = decision.model_copy(update={"specialist": self._context.catalog.combiner})
+        children = await self._store.route_parts(message.task_id, combined, group_id, parts, deadline)
+        if children is None:
+            await self._refused(message)
+            return
+        metrics.ROUTING_DECISIONS.labels(combined.method.value, combined.specialist).inc()
+        metrics.ROUTING_PARTS.labels(combined.method.value).observe(len(children))
+        log.info(
+            "split task %s into %d parts (group %s): method=%s specialists=%s",
+            message.task_id,
+            len(children),
+            group_id,
+            combined.method.value,
+            ",".join(p.specialist for p in decision.parts),
+        )
+        for child in children:
+            await announce(self._publisher, self._topology, child, self._store.mark_published)
+
+    async def _refused(self, message: IntakeMessage) -> None:
+        """The store refused to record a decision: read the task and follow it."""
+        task = await self._store.get(message.task_id)
+        now = datetime.now(UTC)
+        await self._carry_out(
+            message, decide_intake(message, task, self._context.catalog, now, route_refused=True)
+        )
 
     async def _publish(self, message: IntakeMessage, decision: RoutingDecision, routed: RoutedTask) -> None:
         work = WorkMessage(
@@ -204,7 +262,9 @@ class IntakeHandler:
             return
         delay = backoff_seconds(message.attempt, self._retry_base, self._retry_max)
         again = message.model_copy(update={"attempt": message.attempt + 1})
-        tier = await publish_delayed(self._publisher, self._topology, delay_target(message), again, delay)
+        tier = await publish_delayed(
+            self._publisher, self._topology, delay_target(self._publisher, message), again, delay
+        )
         metrics.INTAKE_RETRIES.inc()
         log.warning(
             "routing task %s failed (attempt %d of %d: %s); next attempt in %d s",
@@ -228,7 +288,8 @@ class IntakeHandler:
             f"routing failed {message.attempt} times; last error: {detail}",
             attempts=message.attempt,
         )
-        if await self._store.fail(message.task_id, error, Usage()):
+        # Conditional in the statement: a worker that started the task since the read above keeps it.
+        if await self._store.fail_unstarted(message.task_id, error):
             log.error(
                 "failed task %s: routing failed %d times (%s)", message.task_id, message.attempt, detail
             )

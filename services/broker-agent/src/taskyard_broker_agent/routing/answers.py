@@ -5,9 +5,10 @@ from __future__ import annotations
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from taskyard_broker_agent.routing.parts import merge_parts
 from taskyard_broker_agent.routing.prompt import ROUTE_TOOL_NAME
 from taskyard_common import metrics
-from taskyard_common.messages import RoutingDecision, RoutingMethod
+from taskyard_common.messages import MAX_ROUTED_PARTS, RoutedPart, RoutingDecision, RoutingMethod
 
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
 _NO_REASON = "(the model gave no reason)"
@@ -15,6 +16,13 @@ _NO_REASON = "(the model gave no reason)"
 
 class InvalidAnswer(ValueError):
     """The LLM answered, but not a usable routing decision."""
+
+
+class PartAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    specialist: str
+    job: str
 
 
 class RouteAnswer(BaseModel):
@@ -25,12 +33,26 @@ class RouteAnswer(BaseModel):
     specialist: str
     reason: str
     confidence: float = Field(ge=0.0, le=1.0)
+    # Only with multi_route (the tool offers it then); a model may send it empty.
+    parts: list[PartAnswer] = Field(default_factory=list)
+
+
+def _parts(answer: RouteAnswer, specialists: tuple[str, ...]) -> tuple[RoutedPart, ...]:
+    if len(answer.parts) > MAX_ROUTED_PARTS:
+        raise InvalidAnswer(
+            f"the model split the request into {len(answer.parts)} parts (at most {MAX_ROUTED_PARTS})"
+        )
+    for part in answer.parts:
+        if part.specialist not in specialists:
+            raise InvalidAnswer(f"a part names {part.specialist[:64]!r}, which is not in the catalog")
+    return merge_parts([(p.specialist, p.job) for p in answer.parts])
 
 
 def parse_answer(
-    response: ChatCompletion, specialists: tuple[str, ...], min_confidence: float
+    response: ChatCompletion, specialists: tuple[str, ...], min_confidence: float, *, parts: bool = True
 ) -> RoutingDecision:
-    """The decision in a chat completion, or ``InvalidAnswer`` saying what is wrong with it."""
+    """The decision in a chat completion, or ``InvalidAnswer`` saying what is wrong with it. ``parts``: the
+    tool offered them (``multi_route``); otherwise any the model sends anyway are ignored."""
     # The SDK builds responses without validating them: a server may leave out what the types promise.
     choices = response.choices or []
     calls = (choices[0].message.tool_calls or []) if choices else []
@@ -48,12 +70,14 @@ def parse_answer(
         raise InvalidAnswer(f"the model chose {answer.specialist[:64]!r}, which is not in the catalog")
     if answer.confidence < min_confidence:
         raise InvalidAnswer(f"confidence {answer.confidence:.2f} is below the minimum {min_confidence:.2f}")
+    split = _parts(answer, specialists) if parts else ()
     reason = " ".join(answer.reason.split()) or _NO_REASON
     return RoutingDecision(
         method=RoutingMethod.LLM,
         specialist=answer.specialist,
         reason=reason[:_REASON_MAX],
         confidence=answer.confidence,
+        parts=split,
     )
 
 

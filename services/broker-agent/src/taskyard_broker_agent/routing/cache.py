@@ -1,9 +1,11 @@
 """Routing decisions remembered for identical requests: bounded (LRU), with a time to live, per process.
 
-The key is a digest of the normalized request (case, accents, width and whitespace folded; a JSON object
-with sorted keys), so "Summarize THIS  report" and "summarize this report" share one LLM call. Only the
-digest and the decision are held, never the request. A cache belongs to one ``Router``, i.e. one catalog
-and one model: a changed catalog starts a new process with an empty cache.
+The key is a digest of the tenant and the normalized request (case, accents, width and whitespace folded;
+a JSON object with sorted keys), so "Summarize THIS  report" and "summarize this report" of one tenant share
+one LLM call. The tenant is part of the key: a decision served from the cache says so (``cached``, no
+tokens, a short latency), which would tell a tenant that another one sent the same text within the TTL.
+Only the digest and the decision are held, never the request. A cache belongs to one ``Router``, i.e. one
+catalog and one model: when the catalog changes, the router starts over with an empty cache (``emptied``).
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ def _normalized(value: Any) -> Any:
     return value
 
 
-def cache_key(task_input: TaskInput) -> bytes:
-    text = json.dumps(_normalized(task_input), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+def cache_key(task_input: TaskInput, tenant: str | None = None) -> bytes:
+    """The digest of ``[tenant, normalized request]`` (a JSON array: no tenant name can forge another's key)."""
+    text = json.dumps(
+        [tenant, _normalized(task_input)], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 class DecisionCache:
-    """``get``/``put`` by request; ``max_entries=0`` or ``ttl_seconds=0`` turns it off."""
+    """``get``/``put`` by ``cache_key``; ``max_entries=0`` or ``ttl_seconds=0`` turns it off."""
 
     def __init__(
         self, max_entries: int, ttl_seconds: float, *, clock: Callable[[], float] = time.monotonic
@@ -45,6 +50,10 @@ class DecisionCache:
         self._clock = clock
         self._entries: OrderedDict[bytes, tuple[float, RoutingDecision]] = OrderedDict()
 
+    def emptied(self) -> DecisionCache:
+        """A new, empty cache with the same limits (a decision for another catalog must not be served)."""
+        return DecisionCache(self._max, self._ttl, clock=self._clock)
+
     @property
     def enabled(self) -> bool:
         return self._max > 0 and self._ttl > 0
@@ -52,10 +61,9 @@ class DecisionCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, task_input: TaskInput) -> RoutingDecision | None:
+    def get(self, key: bytes) -> RoutingDecision | None:
         if not self.enabled:
             return None
-        key = cache_key(task_input)
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -66,10 +74,9 @@ class DecisionCache:
         self._entries.move_to_end(key)
         return decision
 
-    def put(self, task_input: TaskInput, decision: RoutingDecision) -> None:
+    def put(self, key: bytes, decision: RoutingDecision) -> None:
         if not self.enabled:
             return
-        key = cache_key(task_input)
         self._entries[key] = (self._clock() + self._ttl, decision)
         self._entries.move_to_end(key)
         while len(self._entries) > self._max:

@@ -19,13 +19,14 @@ from openai.types.chat import (
 )
 
 from taskyard_common.catalog import Catalog, SpecialistSpec
-from taskyard_common.messages import TaskInput
+from taskyard_common.messages import MAX_ROUTED_PARTS, TaskInput
 
 ROUTE_TOOL_NAME = "route_task"
 REQUEST_OPEN = "<request>"
 REQUEST_OPEN_TRUNCATED = '<request truncated="true">'
 REQUEST_CLOSE = "</request>"
 REASON_MAX_CHARS = 80
+JOB_MAX_CHARS = 200
 
 _INTRO = (
     "You are the router of taskyard, an asynchronous job platform. Choose the one specialist best suited "
@@ -41,6 +42,13 @@ _RULES = (
     "the request;",
     "- specialist: the name of exactly one specialist from the list above that does that task;",
     "- confidence: a number from 0 to 1, how sure you are.",
+)
+# With ``multi_route``: the model may split a request into the distinct jobs it holds.
+_PARTS_RULE = (
+    "- parts: only when the request asks for two or more distinct jobs that different specialists do (not "
+    "one job with several aspects): one entry per job, with the specialist that does it and the job in a "
+    f"few words; at most {MAX_ROUTED_PARTS}. Otherwise an empty list. The specialist above is then the one "
+    "for the main job."
 )
 _DATA_ONLY = (
     f"The user message holds the request between {REQUEST_OPEN} and {REQUEST_CLOSE}, serialized as JSON. "
@@ -78,6 +86,7 @@ def build_system_prompt(catalog: Catalog) -> str:
             *(specialist_line(s) for s in catalog.specialists),
             "",
             *_RULES,
+            *((_PARTS_RULE,) if catalog.multi_route else ()),
             fallback,
             "",
             _DATA_ONLY,
@@ -86,8 +95,9 @@ def build_system_prompt(catalog: Catalog) -> str:
 
 
 def build_route_tool(catalog: Catalog) -> ChatCompletionFunctionToolParam:
-    """The forced tool call's schema: the enum makes a well-behaved model answer only catalog names."""
-    return {
+    """The forced tool call's schema: the enum makes a well-behaved model answer only catalog names. With
+    ``multi_route`` it also takes ``parts``, the distinct jobs a request holds (optional: most have one)."""
+    tool: ChatCompletionFunctionToolParam = {
         "type": "function",
         "function": {
             "name": ROUTE_TOOL_NAME,
@@ -121,6 +131,22 @@ def build_route_tool(catalog: Catalog) -> ChatCompletionFunctionToolParam:
             },
         },
     }
+    if catalog.multi_route:
+        tool["function"]["parameters"]["properties"]["parts"] = {  # type: ignore[index]
+            "type": "array",
+            "maxItems": MAX_ROUTED_PARTS,
+            "description": "The distinct jobs of a request that holds several, else empty.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "specialist": {"type": "string", "enum": list(catalog.names)},
+                    "job": {"type": "string", "maxLength": JOB_MAX_CHARS},
+                },
+                "required": ["specialist", "job"],
+                "additionalProperties": False,
+            },
+        }
+    return tool
 
 
 def serialize_request(task_input: TaskInput) -> str:
@@ -147,6 +173,12 @@ class RoutingPrompt:
         return cls(
             build_system_prompt(catalog), build_route_tool(catalog), tuple(catalog.names), max_request_chars
         )
+
+    @property
+    def offers_parts(self) -> bool:
+        """Whether the tool takes ``parts`` (the catalog's ``multi_route``)."""
+        properties = self.tool["function"].get("parameters", {}).get("properties", {})
+        return isinstance(properties, dict) and "parts" in properties
 
     @property
     def tool_choice(self) -> ChatCompletionNamedToolChoiceParam:

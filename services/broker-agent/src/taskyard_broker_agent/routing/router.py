@@ -26,10 +26,11 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from taskyard_broker_agent.routing.answers import InvalidAnswer, count_tokens, parse_answer
-from taskyard_broker_agent.routing.cache import DecisionCache
+from taskyard_broker_agent.routing.cache import DecisionCache, cache_key
 from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.rules import RulesRouter
+from taskyard_broker_agent.routing.text import longer_than
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
 from taskyard_common.llm_limits import LlmLimits, RateLimitWait, Reservation
@@ -47,6 +48,8 @@ GUARD = "guard"
 RATE_LIMITED = "rate_limited"
 
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
+# Requests up to this many characters are inspected on the event loop: a thread hop would cost more.
+INLINE_CHARS = 8192
 
 
 def _describe(exc: Exception) -> str:
@@ -125,6 +128,15 @@ class Router:
             limits=limits,
         )
 
+    def use_catalog(self, catalog: Catalog) -> None:
+        """Route with ``catalog`` from now on: a new prompt, rules and guard, and an empty cache. A routing
+        call in flight finishes with what it started with (and caches into the old cache, now dropped)."""
+        limit = self._prompt.max_request_chars
+        self._prompt = RoutingPrompt.from_catalog(catalog, max_request_chars=limit)
+        self._rules = RulesRouter(catalog)
+        self._guard = DirectiveGuard(catalog.names)
+        self._cache = self._cache.emptied()
+
     @property
     def uses_llm(self) -> bool:
         return self._client is not None
@@ -133,14 +145,34 @@ class Router:
         if self._client is not None:
             await self._client.close()
 
-    async def route(self, task_input: TaskInput) -> RoutingDecision:
+    async def route(
+        self, task_input: TaskInput, tenant: str | None = None, *, multi: bool = False
+    ) -> RoutingDecision:
+        """The decision for ``task_input`` of ``tenant`` (the decision cache is per tenant). ``multi``: it
+        may name several specialists (``parts``), when the catalog allows it (``multi_route``) and the
+        request holds distinct jobs; otherwise a decision never has parts."""
         started = time.perf_counter()
-        decision = await self._route(task_input)
-        latency = round((time.perf_counter() - started) * 1000, 3)
-        return decision.model_copy(update={"latency_ms": latency})
+        decision = await self._route(task_input, tenant)
+        update: dict[str, object] = {"latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+        if decision.parts and not multi:
+            # Its ``specialist`` is the main job's: the single route (the cache keeps the parts for the
+            # requests that may have them).
+            update["parts"] = ()
+        return decision.model_copy(update=update)
 
-    async def _route(self, task_input: TaskInput) -> RoutingDecision:
+    def _prepare(self, task_input: TaskInput, tenant: str | None) -> tuple[Inspection, bytes | None]:
+        """The guard's inspection and the cache key: the CPU-bound part, linear in the request's size."""
         inspection = self._guard.inspect(task_input)
+        wanted = self._client is not None and self._cache.enabled and not inspection.empty
+        return inspection, cache_key(inspection.stripped, tenant) if wanted else None
+
+    async def _route(self, task_input: TaskInput, tenant: str | None) -> RoutingDecision:
+        if longer_than(task_input, INLINE_CHARS):
+            # A large request (up to 256 KiB) takes the guard 100-280 ms of CPU: in a thread, so the event
+            # loop (other deliveries, heartbeats, the reaper) keeps turning meanwhile.
+            inspection, key = await asyncio.to_thread(self._prepare, task_input, tenant)
+        else:
+            inspection, key = self._prepare(task_input, tenant)
         # From here on only the request without its directives is read, by the LLM and the rules alike.
         request = inspection.stripped
         if inspection.fired:
@@ -151,7 +183,9 @@ class Router:
             # Nothing but "send this to X": there is nothing left for the LLM to read.
             return self._guarded(self._fallback(request, GUARD, "the request held only routing directives"),
                                  inspection)  # fmt: skip
-        cached = self._cache.get(request)
+        # This call's prompt and cache, even if the catalog changes while the LLM answers.
+        prompt, cache = self._prompt, self._cache
+        cached = cache.get(key) if key is not None else None
         metrics.ROUTING_CACHE.labels("miss" if cached is None else "hit").inc()
         if cached is not None:
             update = {
@@ -163,7 +197,7 @@ class Router:
                 "guard": inspection.label or None,
             }
             return self._guarded(cached.model_copy(update=update), inspection, count=False)
-        messages = self._prompt.messages(request)
+        messages = prompt.messages(request)
         try:
             # The client's timeout bounds each phase of the HTTP exchange; this bounds the whole call.
             async with asyncio.timeout(self._timeout), self._limited(messages) as held:
@@ -171,8 +205,8 @@ class Router:
                     response = await self._client.chat.completions.create(
                         model=self._model,
                         messages=messages,
-                        tools=[self._prompt.tool],
-                        tool_choice=self._prompt.tool_choice,
+                        tools=[prompt.tool],
+                        tool_choice=prompt.tool_choice,
                         temperature=0,
                     )
                 if self._limits is not None and held is not None:
@@ -186,15 +220,18 @@ class Router:
             return self._guarded(self._fallback(request, LLM_ERROR, _describe(exc), calls=1), inspection)
         spent = self._spent(response)
         try:
-            decision = parse_answer(response, self._prompt.specialists, self._min_confidence)
+            decision = parse_answer(
+                response, prompt.specialists, self._min_confidence, parts=prompt.offers_parts
+            )
         except InvalidAnswer as exc:
             return self._guarded(
                 self._fallback(request, INVALID_ANSWER, str(exc), calls=1, **spent), inspection
             )
         decision = decision.model_copy(update={"llm_calls": 1, **spent})
-        if inspection.fired and decision.specialist in inspection.targets:
+        if inspection.fired and _named(decision) & inspection.targets:
             decision = self._second_opinion(request, decision)
-        self._cache.put(request, decision)
+        if key is not None:
+            cache.put(key, decision)
         return self._guarded(decision, inspection)
 
     @contextlib.asynccontextmanager
@@ -207,13 +244,14 @@ class Router:
             yield held
 
     def _second_opinion(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
-        """The LLM chose what a directive asked for: it stands only if the rules agree on the cleaned request.
+        """The LLM chose what a directive asked for (as the specialist or for a part): it stands only if the
+        rules agree on the cleaned request (the same specialist, and every part's specialist among theirs).
 
         Agreement with the directive is no evidence (the model may have read what the guard missed); the
         rules router cannot be talked to, so its decision breaks the tie.
         """
         rules = self._rules.route(request)
-        if rules.specialist == answer.specialist:
+        if rules.specialist == answer.specialist and _named(answer) <= _named(rules) | {answer.specialist}:
             return answer
         metrics.ROUTING_GUARD.labels("overruled").inc()
         metrics.ROUTING_FALLBACKS.labels(GUARD).inc()
@@ -265,3 +303,8 @@ class Router:
         log.warning("LLM routing fell back to the rules router (%s): %s", reason, cause)
         note = f"{decision.reason} (rules fallback, {reason}: {cause})"
         return decision.model_copy(update={"reason": note[:_REASON_MAX]})
+
+
+def _named(decision: RoutingDecision) -> set[str]:
+    """Every specialist a decision sends work to: its own and its parts'."""
+    return {decision.specialist, *(p.specialist for p in decision.parts)}

@@ -23,9 +23,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from taskyard_broker_agent.routing.ngrams import FuzzyVocabulary
+from taskyard_broker_agent.routing.parts import merge_parts, sentences
 from taskyard_broker_agent.routing.text import MAX_INPUT_CHARS, input_text, stem, tokenize
 from taskyard_common.catalog import Catalog, SpecialistSpec
-from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
+from taskyard_common.messages import RoutedPart, RoutingDecision, RoutingMethod, TaskInput
 
 __all__ = ["MAX_INPUT_CHARS", "RulesRouter", "confidence", "input_text", "stem", "tokenize"]
 
@@ -49,6 +50,15 @@ MAX_CONFIDENCE = 0.95
 # Scale of the score → confidence curve: one distinctive keyword gives roughly 0.7.
 _STRENGTH_SCALE = 3.0
 _MAX_REASON_TERMS = 6
+# multi_route: a sentence is a job of its own only when it matches a specialist this strongly on its own
+# (twice the fallback threshold: a sentence of the material that happens to share a word is no job).
+PART_THRESHOLD = 2.0
+# Requests say what they want first: only the leading sentences are read for jobs (the rest is material).
+PART_SENTENCES = 12
+# Words that may come before a job's leading keyword ("Also find ...", "Then summarize ...").
+_PART_FILLERS = frozenset(
+    "also then and next finally additionally plus afterwards after that please lastly".split()
+)
 
 # Description and example filler; keywords are never filtered (the general specialist lists "what", "how").
 STOPWORDS = frozenset(
@@ -114,8 +124,14 @@ class RulesRouter:
 
     def __init__(self, catalog: Catalog, *, fallback_threshold: float = FALLBACK_THRESHOLD) -> None:
         self._fallback = catalog.fallback
+        self._multi = catalog.multi_route
         self._threshold = fallback_threshold
         self._profiles = [_profile(s) for s in catalog.specialists]
+        # The words a job for each specialist may start with: its keywords (a phrase's first word) and name.
+        self._leads = {
+            spec.name: {words[0] for k in spec.keywords if (words := tokenize(k))} | set(tokenize(spec.name))
+            for spec in catalog.specialists
+        }
         n = len(self._profiles)
         df: Counter[str | tuple[str, ...]] = Counter()
         for profile in self._profiles:
@@ -175,12 +191,35 @@ class RulesRouter:
             )
         runner_up = ranked[1].score if len(ranked) > 1 else 0.0
         words = ", ".join(term for term, _ in best.terms[:_MAX_REASON_TERMS])
+        parts, why = self.parts(task_input) if self._multi else ((), "")
         return RoutingDecision(
             method=RoutingMethod.RULES,
             specialist=best.specialist,
-            reason=f"matched: {words}",
+            reason=f"distinct jobs: {why}" if parts else f"matched: {words}",
             confidence=confidence(best.score, runner_up),
+            parts=parts,
         )
+
+    def parts(self, task_input: TaskInput) -> tuple[tuple[RoutedPart, ...], str]:
+        """The distinct jobs of a request (``multi_route``), and why. Each of its first sentences is scored on
+        its own; one is a job when it matches a specialist other than the fallback at ``PART_THRESHOLD`` or
+        more AND starts (after fillers such as "also") with one of that specialist's keywords or its name:
+        "Find sources on X" is a job, "The team discussed research budgets" is material. Two specialists at
+        least, else none. A heuristic for the fallback path: the LLM router reads jobs far better."""
+        found: list[tuple[str, str]] = []
+        words: dict[str, str] = {}
+        for sentence in sentences(input_text(task_input))[:PART_SENTENCES]:
+            lead = next((t for t in tokenize(sentence) if t not in _PART_FILLERS), None)
+            best = max(self.scores(sentence), key=lambda m: m.score)
+            if (
+                best.score >= PART_THRESHOLD
+                and best.specialist != self._fallback
+                and lead in self._leads[best.specialist]
+            ):
+                found.append((best.specialist, sentence))
+                words.setdefault(best.specialist, ", ".join(t for t, _ in best.terms[:3]))
+        parts = merge_parts(found)
+        return parts, "; ".join(f"{p.specialist} (matched: {words[p.specialist]})" for p in parts)
 
 
 def confidence(best: float, runner_up: float) -> float:

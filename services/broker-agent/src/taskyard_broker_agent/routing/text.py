@@ -88,3 +88,14 @@ def input_text(task_input: TaskInput, limit: int = MAX_INPUT_CHARS) -> str:
         if size >= limit:
             break
     return " ".join(parts)
+
+
+def longer_than(task_input: TaskInput, chars: int) -> bool:
+    """Whether the request's text (keys and strings) holds more than ``chars`` characters; stops counting
+    there, so it costs at most that much, whatever the request's size."""
+    size = 0
+    for piece in _strings(task_input):
+        size += len(piece)
+        if size > chars:
+            return True
+    return False

@@ -2,36 +2,40 @@
 
 The model chooses the URL, and a task's input may be written by anyone: without an allowlist this tool
 would let a prompt make the worker reach internal services (SSRF). So every URL, and every redirect hop, is
-checked against ``TASKYARD_WORKER_HTTP_ALLOWLIST``; an empty list refuses everything.
+checked against ``TASKYARD_WORKER_HTTP_ALLOWLIST`` (host and port) and its resolved addresses against the
+public ranges, and the connection goes to the checked address (see ``url_policy``); an empty list refuses
+everything.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx
 
 from taskyard_worker.settings import WorkerSettings
 from taskyard_worker.tools.base import Tool, ToolError, string_argument
+from taskyard_worker.tools.http_body import ACCEPT_ENCODING, read_capped
+from taskyard_worker.tools.url_policy import (
+    DEFAULT_PORTS,
+    AllowEntry,
+    Resolver,
+    host_allowed,
+    resolve_checked,
+    system_resolver,
+)
 
 MAX_URL_CHARS = 2000
 MAX_REDIRECTS = 5
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml", "application/javascript")
 
 
-def host_allowed(host: str, allowlist: Sequence[str]) -> bool:
-    """True when ``host`` is an entry of the allowlist or a subdomain of one (``docs.python.org`` under
-    ``python.org``); never a mere suffix match (``evilpython.org`` is not under ``python.org``)."""
-    host = host.lower().rstrip(".")
-    if not host:
-        return False
-    return any(host == entry or host.endswith("." + entry) for entry in allowlist)
-
-
-def check_url(url: httpx.URL, allowlist: Sequence[str]) -> None:
-    """Refuse, with a message the model can act on, any URL the tool must not fetch."""
+def check_url(url: httpx.URL, allowlist: Sequence[AllowEntry]) -> None:
+    """Refuse, with a message the model can act on, any URL the tool must not fetch (its addresses are
+    checked when it is resolved, just before connecting)."""
     if url.scheme and url.scheme not in ("http", "https"):
         raise ToolError(f"only http and https URLs can be fetched, not {url.scheme}:")
     if not url.is_absolute_url:
@@ -40,8 +44,15 @@ def check_url(url: httpx.URL, allowlist: Sequence[str]) -> None:
         raise ToolError("URLs with credentials are not allowed")
     if not allowlist:
         raise ToolError("fetching is disabled: no host is allowed for this worker")
-    if not host_allowed(url.host, allowlist):
-        raise ToolError(f"host {url.host!r} is not allowed; allowed hosts: {', '.join(allowlist)}")
+    port = url.port or DEFAULT_PORTS[url.scheme]
+    if not host_allowed(url.host, port, url.scheme, allowlist):
+        allowed = ", ".join(_describe(e) for e in allowlist)
+        raise ToolError(f"host {url.host!r} port {port} is not allowed; allowed: {allowed}")
+
+
+def _describe(entry: AllowEntry) -> str:
+    host = f"*.{entry.host}" if entry.subdomains else entry.host
+    return host if entry.port is None else f"{host}:{entry.port}"
 
 
 def _parse(raw: str) -> httpx.URL:
@@ -64,18 +75,22 @@ class HttpFetch(Tool):
         "additionalProperties": False,
     }
 
-    def __init__(self, settings: WorkerSettings) -> None:
-        self._allowlist = tuple(settings.http_allowlist)
+    def __init__(self, settings: WorkerSettings, *, resolver: Resolver = system_resolver) -> None:
+        self._resolver = resolver
+        self._allowlist = tuple(AllowEntry.parse(entry) for entry in settings.http_allowlist)
+        self._networks = tuple(settings.http_allowed_networks)
         self._max_bytes = settings.http_max_bytes
         self._timeout = settings.http_timeout_seconds
         # One client (one connection pool) per process. Redirects are followed here, hop by hop, so each
         # target is checked against the allowlist; trust_env=False: no proxy or .netrc from the environment
-        # can change where requests go or what credentials they carry.
+        # can change where requests go or what credentials they carry. No keep-alive: a pooled connection
+        # is keyed by address, and must not carry a request for another name than the one it was opened for.
         self._client = httpx.AsyncClient(
             follow_redirects=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
             timeout=httpx.Timeout(self._timeout),
             trust_env=False,
-            headers={"User-Agent": "taskyard-worker (http_fetch tool)"},
+            headers={"User-Agent": "taskyard-worker (http_fetch tool)", "Accept-Encoding": ACCEPT_ENCODING},
         )
 
     async def close(self) -> None:
@@ -95,7 +110,7 @@ class HttpFetch(Tool):
 
     async def _fetch(self, url: httpx.URL) -> str:
         for _ in range(MAX_REDIRECTS + 1):
-            async with self._client.stream("GET", url) as response:
+            async with self._open(url, await self._pinned(url)) as response:
                 if response.is_redirect:
                     location = response.headers.get("location", "")
                     url = url.join(location)
@@ -105,19 +120,25 @@ class HttpFetch(Tool):
                 return self._render(response, body, truncated)
         raise ToolError(f"more than {MAX_REDIRECTS} redirects")
 
+    async def _pinned(self, url: httpx.URL) -> httpx.URL:
+        """``url`` with its host replaced by the address that was resolved and checked."""
+        port = url.port or DEFAULT_PORTS[url.scheme]
+        address = await resolve_checked(url.host, port, self._networks, self._resolver)
+        return url.copy_with(host=str(address))
+
+    def _open(self, url: httpx.URL, pinned: httpx.URL) -> AbstractAsyncContextManager[httpx.Response]:
+        # The name travels as the Host header and as the TLS server name, so virtual hosting and
+        # certificate checks see the name while the socket goes to the checked address.
+        host = url.host if url.port is None else f"{url.host}:{url.port}"
+        extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
+        request = self._client.build_request("GET", pinned, headers={"Host": host}, extensions=extensions)
+        return _streamed(self._client, request)
+
     async def _read_capped(self, response: httpx.Response) -> tuple[bytes, bool]:
-        # Stream and stop at the cap: a declared Content-Length cannot be trusted, and a chunked or
-        # compressed body has none.
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            room = self._max_bytes - size
-            if len(chunk) > room:
-                chunks.append(chunk[:room])
-                return b"".join(chunks), True
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks), False
+        # Stream and stop at the cap: a declared Content-Length cannot be trusted, a chunked body has none,
+        # and a compressed one is inflated here under the cap (see ``http_body``), not by httpx.
+        encoding = response.headers.get("content-encoding", "")
+        return await read_capped(response.aiter_raw(), encoding, self._max_bytes)
 
     def _render(self, response: httpx.Response, body: bytes, truncated: bool) -> str:
         content_type = response.headers.get("content-type", "")
@@ -127,3 +148,12 @@ class HttpFetch(Tool):
         text = body.decode(response.encoding or "utf-8", errors="replace")
         note = f"\n[truncated after {self._max_bytes} bytes]" if truncated else ""
         return f"{head}\n{text}{note}"
+
+
+@asynccontextmanager
+async def _streamed(client: httpx.AsyncClient, request: httpx.Request) -> AsyncIterator[httpx.Response]:
+    response = await client.send(request, stream=True)
+    try:
+        yield response
+    finally:
+        await response.aclose()

@@ -1,4 +1,5 @@
-// The console's shell: a hash router (#/tasks, #/tasks/<id>, #/dead-letters, #/specialists), the header's
+// The console's shell: a hash router (#/tasks, #/tasks/<id>, #/groups/<id>, #/schedules, #/dead-letters,
+// #/specialists), the header's
 // key indicator, and the key form whenever the API answers 401. Each view gets an AbortSignal that fires
 // when the operator leaves it, which stops its timers and streams.
 
@@ -6,6 +7,8 @@ import { ApiError, auth } from "./api.js";
 import { h, notice } from "./dom.js";
 import { keyForm } from "./views/key.js";
 import { deadLettersView } from "./views/dead_letters.js";
+import { groupView } from "./views/group.js";
+import { schedulesView } from "./views/schedules.js";
 import { specialistsView } from "./views/specialists.js";
 import { taskView } from "./views/task.js";
 import { tasksView } from "./views/tasks.js";
@@ -13,6 +16,8 @@ import { tasksView } from "./views/tasks.js";
 const ROUTES = [
   [/^#\/tasks\/([0-9a-fA-F-]{36})$/, "tasks", taskView],
   [/^#\/tasks$/, "tasks", tasksView],
+  [/^#\/groups\/([0-9a-fA-F-]{36})$/, "tasks", groupView],
+  [/^#\/schedules$/, "schedules", schedulesView],
   [/^#\/dead-letters$/, "dead-letters", deadLettersView],
   [/^#\/specialists$/, "specialists", specialistsView],
 ];

@@ -104,10 +104,12 @@ function describe(task) {
   if (task.priority && task.priority !== "normal") rows.push(["Priority", task.priority]);
   if (task.not_before) rows.push(["Not before", time(task.not_before)]);
   if (task.deadline) rows.push(["Deadline", time(task.deadline)]);
+  if (task.group) rows.push(["Group", h("a", { href: `#/groups/${task.group.id}`, class: "mono", text: `${task.group.id.slice(0, 8)} (${task.group.role})` })]);
+  if (task.parent) rows.push(["Parent", h("a", { href: `#/tasks/${task.parent}`, class: "mono", text: task.parent.slice(0, 8) })]);
   if (task.next_attempt_at) rows.push(["Next attempt", time(task.next_attempt_at)]);
   const metadata = Object.entries(task.metadata ?? {});
   if (metadata.length) rows.push(["Metadata", metadata.map(([key, value]) => `${key}=${value}`).join(", ")]);
-  return rows.flatMap(([name, value]) => [h("dt", { text: name }), h("dd", { text: value })]);
+  return rows.flatMap(([name, value]) => [h("dt", { text: name }), value instanceof Node ? h("dd", {}, value) : h("dd", { text: value })]);
 }
 
 function consequences(task) {

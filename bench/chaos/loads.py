@@ -1,0 +1,175 @@
+"""Scenarios 5 and 6: bad work and a bad model (poison tasks that kill their worker; a slow model, then one
+that answers nothing but errors for a while)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+from bench.chaos.harness import ChaosRun, Outcome, chaos_run, peak_rss_mb
+from bench.infra import Context
+from taskyard_devkit.devllm import DevLlm
+
+POISON = " POISON"
+SLOW = " SLOW"
+WORKER_ENV = {"TASKYARD_WORKER_LEASE_SECONDS": "3"}
+
+
+def _socket_owner(port: int, pids: list[int]) -> int | None:
+    """Which of ``pids`` holds the TCP socket whose local port is ``port`` (loopback, this machine)."""
+    inode = None
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inode = fields[9]
+    if inode is None:
+        return None
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if fd.readlink().name == f"socket:[{inode}]":
+                        return pid
+    return None
+
+
+async def _healthy_rate(run: ChaosRun) -> float | None:
+    """Healthy tasks completed per second: first submission to last healthy completion (database clock)."""
+    async with run.store() as conn:
+        row = await conn.fetchrow(
+            "SELECT count(*) AS n, extract(epoch FROM max(finished_at) - min(created_at)) AS span FROM tasks"
+            " WHERE metadata->>'chaos' = $1 AND status = 'completed' AND input::text NOT LIKE $2",
+            run.tag,
+            f"%{POISON.strip()}%",
+        )
+    if not row["n"] or not row["span"]:
+        return None
+    return float(row["n"]) / float(row["span"])
+
+
+async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
+    """5: one task in twenty kills the worker that runs it; the rest must not suffer much."""
+    total, limit = ctx.pick((400, 2), (200, 2), (40, 2))
+    every = 20  # 5 %
+    healthy = total - total // every
+    async with chaos_run(ctx, "clean", llm=llm, concurrency=16) as clean:
+        await llm.script(clean.cluster.model, [{"delay_seconds": 0.2}], by_turn=True)
+        await clean.start(workers=3, worker_env=WORKER_ENV)
+        await clean.submit(healthy, concurrency=8)
+        await clean.drain(ctx.pick(600, 300, 90))
+        clean_rate = await _healthy_rate(clean)
+    async with chaos_run(ctx, "poison", llm=llm, concurrency=16, delivery_limit=limit) as run:
+        model = run.cluster.model
+        await llm.script(model, [{"delay_seconds": 0.2}], by_turn=True)
+        # A poison task's call hangs long enough for the suite to kill the worker that made it (were the kill
+        # to miss, the task would complete after a minute and count as lost).
+        await llm.script(model, [{"delay_seconds": 60}], by_turn=True, when=POISON)
+        await run.start(workers=3, worker_env=WORKER_ENV)
+        kills = 0
+        seen: dict[str, int] = {}
+        replacements: set[asyncio.Task[object]] = set()
+
+        async def killer() -> None:
+            nonlocal kills
+            while True:
+                calls, _ = await llm.conversations(model)
+                callers = await llm.callers(model)
+                for conversation, n in calls.items():
+                    if POISON not in conversation or n <= seen.get(conversation, 0):
+                        continue
+                    seen[conversation] = n
+                    port = int(callers[conversation].rsplit(":", 1)[1])
+                    pid = _socket_owner(port, [w.proc.pid for w in run.workers])
+                    victim = next((w for w in run.workers if w.proc.pid == pid), None)
+                    if victim is not None:
+                        run.cluster.kill(victim)
+                        run.workers.remove(victim)
+                        kills += 1
+                        # Started meanwhile, not awaited: the next poison call must not wait for it.
+                        replacement = asyncio.create_task(run.add_worker(**WORKER_ENV))
+                        replacements.add(replacement)
+                        replacement.add_done_callback(replacements.discard)
+                await asyncio.sleep(0.1)
+
+        killing = asyncio.create_task(killer())
+        try:
+            await run.submit(total, concurrency=8, marker_every=(every, POISON))
+            drained = await run.drain(ctx.pick(900, 400, 120))
+        finally:
+            killing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await killing
+            await asyncio.gather(*replacements, return_exceptions=True)
+        poisoned = {t for t, text in run.submissions.accepted.items() if text.endswith(POISON)}
+        await run.judge(out, expected=dict.fromkeys(poisoned, "dead_lettered"))
+        out.drain_s = drained
+        rate = await _healthy_rate(run)
+        ratio = None if rate is None or not clean_rate else rate / clean_rate
+        async with run.store() as conn:
+            reasons = await conn.fetch(
+                "SELECT dead_letter->>'reason' AS reason, count(*) AS n FROM tasks"
+                " WHERE metadata->>'chaos' = $1 AND status = 'dead_lettered' GROUP BY 1",
+                run.tag,
+            )
+        letters = ", ".join(f"{r['n']} {r['reason']}" for r in reasons) or "none"
+        out.note(
+            f"{len(poisoned)} poison of {total}, delivery limit {limit}, {kills} workers killed by them;"
+            f" dead-lettered: {letters}"
+        )
+        if ratio is not None and clean_rate is not None and rate is not None:
+            verdict = "met" if ratio >= 0.9 else "NOT met"
+            out.note(
+                f"healthy {rate:.1f}/s vs clean run {clean_rate:.1f}/s: {ratio:.0%} (target >= 90 %: {verdict})"
+            )
+
+
+async def slow_llm(ctx: Context, out: Outcome, llm: DevLlm) -> None:
+    """6: a model whose p99 is 30 s (one call in fifty takes 30 s), then answers only 503 for a while."""
+    total, concurrency, outage = ctx.pick((1000, 32, 20.0), (300, 32, 10.0), (30, 8, 3.0))
+    async with chaos_run(ctx, "slowllm", llm=llm, concurrency=concurrency, max_attempts=10) as run:
+        model = run.cluster.model
+        steady = [{"delay_seconds": 0.5}]
+        await llm.script(model, steady, by_turn=True)
+        await llm.script(model, [{"delay_seconds": 30}], by_turn=True, when=SLOW)
+        await run.start(workers=1, worker_env=WORKER_ENV)
+        peak_running = 0
+        sampling = True
+
+        async def sample() -> None:
+            nonlocal peak_running
+            while sampling:
+                counts = await run.statuses()
+                peak_running = max(peak_running, counts.get("running", 0))
+                await asyncio.sleep(0.5)
+
+        sampler = asyncio.create_task(sample())
+        started = time.monotonic()
+        await run.submit(total, concurrency=8, marker_every=(50, SLOW))
+        await asyncio.sleep(max(0.0, ctx.pick(10.0, 5.0, 1.0) - (time.monotonic() - started)))
+        # The provider's outage: every call answers 503 (the by-turn scripts replaced), then it is back.
+        await llm.script(model, [{"status": 503, "error_message": "overloaded"}], by_turn=True)
+        await llm.script(model, [{"status": 503, "error_message": "overloaded"}], by_turn=True, when=SLOW)
+        await asyncio.sleep(outage)
+        await llm.script(model, steady, by_turn=True)
+        await llm.script(model, [{"delay_seconds": 30}], by_turn=True, when=SLOW)
+        back = time.monotonic()
+        drained = await run.drain(ctx.pick(900, 400, 120))
+        out.drain_s = None if drained is None else time.monotonic() - back
+        sampling = False
+        await sampler
+        await run.judge(out)
+        rss = {s.name.rsplit("-", 1)[0]: peak_rss_mb(s) for s in run.cluster.services}
+        async with run.store() as conn:
+            attempts = await conn.fetchval(
+                "SELECT max(attempts) FROM tasks WHERE metadata->>'chaos' = $1", run.tag
+            )
+        out.note(
+            f"1 call in 50 takes 30 s (p99 30 s), others 0.5 s; then {outage:g} s of 503s; at most"
+            f" {peak_running} running at once (concurrency {concurrency}: the rest waited in the queue);"
+            f" up to {attempts} attempts"
+        )
+        out.note("peak RSS: " + ", ".join(f"{k} {v:.0f} MB" for k, v in rss.items() if v is not None))

@@ -1,0 +1,169 @@
+"""Scenario 6: a large store: submit p99 and end-to-end throughput with 10 million tasks already stored, vs the
+same measurements on the empty store, and the submit path while retention removes old tasks.
+
+One API, one broker agent (retention off) and one worker, on a schema of its own:
+
+1. empty store: the submit path (closed loop, 32 clients, the lean load generator) and the no-op end to end
+   (N tasks, explicit specialist, as scenario 3);
+2. the store is filled in bulk inside PostgreSQL (``bench.store_fill``: 10 million finished tasks over 40
+   days, two events each, an idempotency key for one in ten), the same two measurements again;
+3. a second broker agent starts with retention on (a round every second, batches of 500): a quarter of the
+   generated tasks are past the default 30 days, so it removes tasks all through the next measurement of the
+   submit path; the row notes how many it removed and at what rate.
+
+Completion is read from the store through the ``created_at`` index (only this run's rows), never with a scan
+of the whole table. The schema is dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from datetime import datetime
+
+import asyncpg
+
+from bench.http_load import LoadSpec, run_in_process
+from bench.infra import Context, taskyard_namespace
+from bench.report import Row
+from bench.runner import Rows, Scenario, bounded, finish
+from bench.scenarios.submit_path import _measure
+from bench.store_fill import fill
+from bench.taskyard import TaskTimes, cluster, devllm, new_tag, summarise_e2e, write_catalog
+from taskyard_devkit.cluster import Cluster
+from taskyard_devkit.process import Service
+
+SPECIALIST = "noop"
+CLIENTS = 32
+WORKER_CONCURRENCY = 100
+OFF = {"TASKYARD_TASK_RETENTION_ENABLED": "false"}
+RETENTION = {
+    "TASKYARD_TASK_RETENTION_ENABLED": "true",
+    "TASKYARD_TASK_RETENTION_INTERVAL_SECONDS": "1",
+    "TASKYARD_TASK_RETENTION_BATCH_SIZE": "500",
+    "TASKYARD_TASK_RETENTION_MAX_BATCHES": "100000",
+}
+
+
+async def _run_rows(conn: asyncpg.Connection, schema: str, tag: str, since: datetime) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        f'SELECT status, created_at, started_at, finished_at FROM "{schema}".tasks'
+        " WHERE created_at >= $1 AND metadata->>'bench' = $2",
+        since,
+        tag,
+    )
+
+
+async def _e2e(
+    row: Row, running: Cluster, conn: asyncpg.Connection, schema: str, total: int, limit: float
+) -> None:
+    """``total`` no-op tasks end to end, as scenario 3 (explicit specialist)."""
+    tag = new_tag()
+    port = int(running.api_url.rsplit(":", 1)[1])
+    body = {
+        "input": "Benchmark: reply with one short sentence.",
+        "specialist": SPECIALIST,
+        "metadata": {"bench": tag},
+    }
+    spec = LoadSpec(
+        host="127.0.0.1", port=port, path="/v1/tasks", body=json.dumps(body), concurrency=CLIENTS,
+        seconds=limit, warmup_seconds=0, count=total,
+    )  # fmt: skip
+    since = await conn.fetchval("SELECT clock_timestamp() - interval '1 second'")
+    async with bounded(row, limit):
+        first_submit = time.time()
+        submitted = await run_in_process(spec, timeout=limit + 30)
+        while True:
+            rows = await _run_rows(conn, schema, tag, since)
+            finished = [r for r in rows if r["finished_at"] is not None]
+            row.done, row.wall_s = len(finished), time.time() - first_submit
+            if len(finished) >= submitted.ok:
+                break
+            await asyncio.sleep(0.5)
+        times = [
+            TaskTimes(r["status"], r["created_at"].timestamp(), None, r["finished_at"].timestamp())
+            for r in rows
+        ]
+        summarise_e2e(row, times, first_submit)
+        finish(row)
+
+
+def _removed(metrics_text: str) -> float:
+    match = re.search(r'^taskyard_store_rows_removed_total\{table="tasks"\} (\S+)$', metrics_text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+async def run(ctx: Context, rows: Rows) -> None:
+    stored = ctx.pick(10_000_000, 200_000, 2_000)
+    total = ctx.pick(5_000, 500, 10)
+    seconds, warmup = ctx.pick((10.0, 2.0), (3.0, 1.0), (1.0, 0.5))
+    e2e_limit = ctx.pick(300, 120, 30)
+    log_dir = ctx.log_dir("large")
+    catalog = write_catalog(log_dir / "catalog.yaml", {SPECIALIST: WORKER_CONCURRENCY})
+    body = json.dumps(
+        {"input": "Benchmark: submit only.", "specialist": SPECIALIST, "metadata": {"bench": "x"}}
+    )
+    async with (
+        taskyard_namespace(ctx, "large", [SPECIALIST]) as (amqp, db),
+        devllm(log_dir) as llm,
+        cluster(amqp, db, catalog, llm, log_dir) as running,
+    ):
+        api = await running.start_api()
+        await running.start_broker_agent(**OFF)
+        await running.start_worker(SPECIALIST)
+        port = int(running.api_url.rsplit(":", 1)[1])
+        submit = LoadSpec(
+            host="127.0.0.1", port=port, path="/v1/tasks", body=body, concurrency=CLIENTS, seconds=seconds,
+            warmup_seconds=warmup,
+        )  # fmt: skip
+        conn = await asyncpg.connect(ctx.db_url)
+        try:
+            for phase, label in (("empty", "empty store"), ("full", f"{stored:,} tasks stored")):
+                if phase == "full":
+                    row = rows.add("large.fill", "6 large store", f"bulk fill of {stored:,} tasks", stored)
+                    async with bounded(row, ctx.pick(3600, 600, 60)):
+                        filled = await fill(ctx.db_url, db.db_schema, stored)
+                        row.done, row.wall_s = filled.tasks, filled.seconds
+                        row.note = ", ".join(
+                            f"{t} {size / 2**30:.2f} GiB" for t, size in filled.sizes.items()
+                        )
+                        finish(row)
+                row = rows.add(
+                    f"large.{phase}.submit", "6 large store", f"submit, {CLIENTS} clients, {label}", 0
+                )
+                await _measure(row, submit, api)
+                row = rows.add(f"large.{phase}.e2e", "6 large store", f"e2e no-op, {label}", total)
+                await _e2e(row, running, conn, db.db_schema, total, e2e_limit)
+
+            due = await conn.fetchval(
+                f"SELECT count(*) FROM \"{db.db_schema}\".tasks WHERE created_at < clock_timestamp() - interval '30 days'"
+            )
+            cleaner: Service = await running.start_broker_agent(**RETENTION)
+            await asyncio.sleep(2.0)  # its first rounds under way
+            row = rows.add(
+                "large.retention.submit", "6 large store", f"submit, {CLIENTS} clients, retention removing", 0
+            )
+            before, started = _removed(await running.metrics(cleaner)), time.monotonic()
+            await _measure(row, submit, api)
+            removed = _removed(await running.metrics(cleaner)) - before
+            elapsed = time.monotonic() - started
+            row.extra["retention_tasks_per_s"] = removed / elapsed
+            row.note = (
+                f"retention removed {removed:,.0f} of {due:,} due tasks ({removed / elapsed:,.0f}/s, with their rows); "
+                + row.note
+            )
+            cleaner.stop()
+        finally:
+            await conn.close()
+
+
+SCENARIO = Scenario(
+    "large_store",
+    run,
+    timeout_s=5400,
+    quick_timeout_s=600,
+    smoke_timeout_s=120,
+    describe="submit p99 and e2e throughput with 10 million tasks stored vs empty, and while retention removes",
+)
