@@ -10,6 +10,7 @@ from bench.findings import (
     DURABILITY_FINDINGS,
     FAIRNESS_FINDINGS,
     PIPELINE_FINDINGS,
+    SPEND_FINDINGS,
     SUBMIT_FINDINGS,
     WORKFLOW_FINDINGS,
 )
@@ -152,5 +153,6 @@ def render(
         DURABILITY_FINDINGS,
         WORKFLOW_FINDINGS,
         FAIRNESS_FINDINGS,
+        SPEND_FINDINGS,
     ]
     return "\n".join(lines)

@@ -99,6 +99,10 @@ async def test_the_range_selects_by_creation_and_must_be_ordered(
     body = assert_problem(backwards, 422, "validation-error")
     assert body["errors"][0]["loc"] == ["query", "from"]
     assert_problem(await client.get("/v1/usage", params={"group_by": "tenant"}), 422, "validation-error")
+    # Before the calendar's first instant in UTC: refused, never a query that cannot be encoded.
+    for name in ("from", "to"):
+        outside = await client.get("/v1/usage", params={name: "0001-01-01T00:30:00+01:00"})
+        assert assert_problem(outside, 422, "validation-error")["errors"][0]["loc"] == ["query", name]
 
 
 def test_month_start_is_the_first_instant_of_the_utc_month():

@@ -14,6 +14,7 @@ import pytest
 
 from taskyard_client import AsyncClient
 from taskyard_common.catalog import Catalog
+from taskyard_common.model_specs import ModelSpec
 from taskyard_common.settings import AmqpSettings, DbSettings
 from taskyard_common.store.keys import KeyStore, Role
 from taskyard_devkit.cluster import Cluster
@@ -65,8 +66,10 @@ async def test_submit_wait_and_the_exit_code_of_every_ending(
     await devllm.script(cluster.model, [{"content": ANSWER, "chunk_delay_seconds": 0.03}], by_turn=True)
     await cluster.start_api()
     await cluster.start_broker_agent()
+    # The worker's model priced (per million tokens): each task's cost, and taskyard usage, show it.
+    priced = ModelSpec(name=cluster.model, input_price_per_mtok=1000, output_price_per_mtok=3000)
     await cluster.start_worker(
-        "general", TASKYARD_CATALOG_PATH=str(write_catalog(catalog, tmp_path, stream=True))
+        "general", TASKYARD_CATALOG_PATH=str(write_catalog(catalog, tmp_path, stream=True, models=(priced,)))
     )
     env = {"TASKYARD_URL": cluster.api_url, "TASKYARD_CONFIG": str(tmp_path / "none.toml")}
 
@@ -132,6 +135,19 @@ async def test_submit_wait_and_the_exit_code_of_every_ending(
 
     unknown = await taskyard("status", "0b7d9a0e-3d55-4bd4-9d0c-4a51c5a3c5a1", env=env)
     assert unknown.code == 1 and "404 Not found" in unknown.stderr
+
+    # What it all cost: GET /v1/usage, the sum of the task documents.
+    documents = (await taskyard("list", "--json", env=env)).json()
+    spent = await taskyard("usage", "--group-by", "specialist", "--json", env=env)
+    assert spent.code == 0, spent
+    report = spent.json()
+    assert report["total"]["tasks"] == len(documents) and report["group_by"] == "specialist"
+    assert report["total"]["cost"] > 0
+    assert report["total"]["cost"] == pytest.approx(sum(d["cost"] for d in documents))
+    general = next(g for g in report["groups"] if g["key"] == "general")
+    assert general["cost"] == pytest.approx(sum(d["cost"] for d in documents if d["specialist"] == "general"))
+    shown = await taskyard("usage", env=env)
+    assert shown.code == 0 and f"{report['total']['cost']:.6f}" in shown.stdout, shown
 
 
 async def _status_is(sdk: AsyncClient, task_id: str, status: str) -> bool:

@@ -85,6 +85,14 @@ async def test_the_sdk_follows_a_task_to_its_answer(
         assert listed == [waiting.id, task.id], "newest first, page after page"
         assert [t.id async for t in sdk.list(status="completed")] == [task.id]
         assert {s.name for s in await sdk.specialists()} == set(catalog.names)
+        # The tenant's spend: the sum of its task documents (the dev model is not priced here: tokens).
+        report = await sdk.usage(group_by="specialist")
+        documents = [t async for t in sdk.list()]
+        assert report.total.tasks == len(documents) == 2
+        assert report.total.prompt_tokens > 0
+        assert report.total.prompt_tokens == sum(t.usage.prompt_tokens for t in documents)
+        assert report.total.cost == pytest.approx(sum(t.cost for t in documents))
+        assert [(g.key, g.tasks) for g in report.groups] == [("general", 1), ("summarizer", 1)]
 
     # The synchronous client, the same way (in a thread: it blocks).
     def sync_flow() -> dict[str, Any]:
@@ -92,11 +100,18 @@ async def test_the_sdk_follows_a_task_to_its_answer(
             made = blocking.submit("Summarize: blocking works too.", specialist="general")
             finished = blocking.wait(made.id, timeout=30)
             streamed = [e.type for e in blocking.events(made.id)]
-            return {"status": finished.status, "output": blocking.result(made.id).output, "events": streamed}
+            spent = blocking.usage(group_by="day").total.tasks
+            return {
+                "status": finished.status,
+                "output": blocking.result(made.id).output,
+                "events": streamed,
+                "tasks": spent,
+            }
 
     outcome = await asyncio.to_thread(sync_flow)
     assert outcome["status"] == "completed" and outcome["output"] == ANSWER
     assert outcome["events"][-1] == "completed"
+    assert outcome["tasks"] == 3
 
 
 def slow_agent() -> list[dict[str, Any]]:

@@ -16,7 +16,9 @@ async def test_two_processes_share_one_bucket_and_a_provider_header_shrinks_it(s
     # One row for every process (its raw tokens: without the refill since it last changed).
     assert set(await RateLimitStore(store.pool).buckets("llm:")) == {bucket_key("m", "requests")}
     # The provider says 0 requests are left: the shared bucket is emptied for everyone.
+    assert one.wants_headers("m") and not one.wants_headers("unlimited")
     await one.observe("m", {"x-ratelimit-remaining-requests": "0"})
+    assert not one.wants_headers("m"), "read again in a second, not on every answer"
     tokens, _ = (await RateLimitStore(store.pool).buckets("llm:"))[bucket_key("m", "requests")]
     assert tokens == 0
     # Not more than once a second per process (and never up).

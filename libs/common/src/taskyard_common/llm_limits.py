@@ -9,7 +9,7 @@ the provider reported. The hot path stays cheap because a process reserves in ba
 reserve. A wait of up to ``max_wait`` seconds is waited in place; a longer one raises ``RateLimitWait`` (the
 worker defers the task uncharged, the router falls back to its rules). Each bucket holds at most
 ``BURST_SECONDS`` of its limit. A provider's ``x-ratelimit-remaining-*`` headers shrink the shared bucket
-to what the provider says is left (at most once a second per bucket and process).
+to what the provider says is left (read at most about once a second per model and process).
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ class Bucket:
     per_minute: int
     local: float = 0.0  # reserved from the shared bucket, not used yet (negative: used more than reserved)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    shrunk_at: float = 0.0
+    # When this process last read the provider's headers for this bucket (monotonic seconds).
+    observed_at: float = -SHRINK_EVERY_SECONDS
 
     @property
     def per_second(self) -> float:
@@ -157,22 +158,31 @@ class LlmLimits:
             return
         tokens.local += reservation.tokens - (used_tokens or 0)
 
+    def wants_headers(self, model: str) -> bool:
+        """Whether the next answer's headers are to be read: at most about once a second per model (reading
+        them costs the caller the raw answer's handling)."""
+        now = time.monotonic()
+        return any(
+            now - bucket.observed_at >= SHRINK_EVERY_SECONDS
+            for kind in ("requests", "tokens")
+            if (bucket := self._buckets.get((model, kind))) is not None
+        )
+
     async def observe(self, model: str, headers: Mapping[str, str]) -> None:
         """Shrink the shared buckets to what the provider says is left (``x-ratelimit-remaining-*``)."""
+        now = time.monotonic()
         for kind in ("requests", "tokens"):
             bucket = self._buckets.get((model, kind))
+            if bucket is None or now - bucket.observed_at < SHRINK_EVERY_SECONDS:
+                continue
+            bucket.observed_at = now
             value = headers.get(f"x-ratelimit-remaining-{kind}")
-            if bucket is None or value is None:
-                continue
             try:
-                remaining = float(value)
+                remaining = float(value) if value is not None else None
             except ValueError:
-                continue
-            now = time.monotonic()
-            if remaining >= bucket.burst or now - bucket.shrunk_at < SHRINK_EVERY_SECONDS:
-                continue
-            bucket.shrunk_at = now
-            await self._store.shrink(bucket.key, max(0.0, remaining))
+                remaining = None
+            if remaining is not None and remaining < bucket.burst:
+                await self._store.shrink(bucket.key, max(0.0, remaining))
 
     async def _take(self, model: str, bucket: Bucket, need: int) -> None:
         while True:

@@ -166,9 +166,9 @@ class LlmCaller:
                 # ``chat.completions.create``: the body is already in wire form (plain dicts, our own tool
                 # schemas), and ``create`` would walk every parameter against its type hints to transform
                 # it. Errors, auth and parsing stay the SDK's.
-                if limits is None:
+                if limits is None or not limits.wants_headers(route.name):
                     return await client.post(_COMPLETIONS_PATH, body=body, cast_to=ChatCompletion)
-                # Limited: the raw answer too, for the provider's x-ratelimit-remaining-* headers.
+                # Now and then, the raw answer too, for the provider's x-ratelimit-remaining-* headers.
                 raw: Any = await client.post(
                     _COMPLETIONS_PATH, body=body, cast_to=ChatCompletion, options={"headers": _RAW}
                 )

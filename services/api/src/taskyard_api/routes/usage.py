@@ -61,9 +61,17 @@ class UsageReport(BaseModel):
     )
 
 
-def _utc(value: datetime) -> datetime:
-    # A time without an offset is read as UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+def _utc(value: datetime, name: str) -> datetime:
+    """The instant in UTC (a time without an offset is read as UTC); one outside the calendar is a 422."""
+    try:
+        return (value.replace(tzinfo=UTC) if value.tzinfo is None else value).astimezone(UTC)
+    except OverflowError:
+        raise ProblemException(
+            VALIDATION_ERROR(
+                f"{name} is out of range.",
+                errors=[FieldError(loc=["query", name], msg="out of range", type="datetime_range")],
+            )
+        ) from None
 
 
 @router.get(
@@ -86,8 +94,8 @@ async def usage(
     group_by: Annotated[UsageGroup | None, Query(description="specialist, model or day (UTC)")] = None,
 ) -> UsageReport:
     now = datetime.now(UTC)
-    end = _utc(end) if end is not None else now
-    start = _utc(start) if start is not None else month_start(min(end, now))
+    end = _utc(end, "to") if end is not None else now
+    start = _utc(start, "from") if start is not None else month_start(min(end, now))
     if start >= end:
         raise ProblemException(
             VALIDATION_ERROR(
