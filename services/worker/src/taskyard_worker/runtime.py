@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -32,7 +33,15 @@ from taskyard_common.model_specs import ModelSpec, fallback_chain
 from taskyard_common.store import Step
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
 from taskyard_worker.llm_caller import LlmCaller, ModelRoute
-from taskyard_worker.llm_calls import AttemptTimeout, CostCap, MaxStepsExceeded, reply_of, usage_of
+from taskyard_worker.llm_calls import (
+    AttemptTimeout,
+    CostCap,
+    InvalidToolCall,
+    MaxStepsExceeded,
+    reply_of,
+    usage_of,
+)
+from taskyard_worker.text_tool_calls import TextCalls, Verdict, correction, read_text_calls
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
 from taskyard_worker.tools.delegate import (
@@ -186,6 +195,7 @@ class Agent:
         cost_cap: CostCap | None,
     ) -> AgentResult:
         messages = state.messages
+        corrected = False  # a garbled tool call is answered with a correction once per attempt
         if state.pending_calls:
             await self._run_tools(state.pending_calls, trace, messages, checkpoint, delegation)
         while trace.steps < self.spec.max_steps:
@@ -202,15 +212,27 @@ class Agent:
             answer = await self._llm.complete(body, tokens)
             response = answer.response
             latency_ms = round((time.perf_counter() - called) * 1000, 1)
-            trace.steps += 1
             # Priced by, and recorded with, the model that answered (a fallback's after a failover).
             used = usage_of(response, answer.model, answer.spec)
             metrics.LLM_COST.labels(answer.model, self.spec.name).inc(used.cost)
             trace.usage += used
             if not response.choices:
+                trace.steps += 1
                 trace.unrecorded += used
                 raise TransientError("the LLM answered no choices")
-            reply = reply_of(response)
+            reply, read = self._read_text_calls(reply_of(response))
+            if read.verdict is Verdict.GARBLED:
+                # Neither recorded nor counted as a step: a resumed run must not take it for the answer,
+                # and the step is asked again (once) after the correction.
+                trace.unrecorded += used
+                if corrected:
+                    metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "failed").inc()
+                    raise InvalidToolCall(f"the model's tool call could not be read twice: {read.problem}")
+                corrected = True
+                metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "corrected").inc()
+                messages.extend([reply, correction(read.problem, self._tools.names)])
+                continue
+            trace.steps += 1
             messages.append(reply)
             if not await self._record(checkpoint, trace.steps, reply, usage=used, latency_ms=latency_ms):
                 trace.unrecorded += used
@@ -224,6 +246,21 @@ class Agent:
         raise MaxStepsExceeded(
             f"no final answer within {self.spec.max_steps} steps (the model kept calling tools)"
         )
+
+    def _read_text_calls(self, reply: dict[str, Any]) -> tuple[dict[str, Any], TextCalls]:
+        """A reply whose text is a tool call becomes that call in wire form (recorded and resumed as one)."""
+        content = reply.get("content")
+        if tool_calls_of(reply) or not isinstance(content, str):
+            return reply, TextCalls(Verdict.ANSWER)
+        read = read_text_calls(content, self._tools.names)
+        if read.verdict is not Verdict.CALLS:
+            return reply, read
+        metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "recovered").inc()
+        calls = [
+            {"id": f"call_text_{uuid.uuid4().hex[:16]}", "type": "function", "function": call}
+            for call in read.calls
+        ]
+        return {"role": "assistant", "content": None, "tool_calls": calls}, read
 
     async def _run_tools(
         self,
