@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from taskyard_worker.text_tool_calls import Verdict, correction, looks_like_tool_call, read_text_calls
+from taskyard_worker.text_tool_calls import (
+    Verdict,
+    as_tool_calls,
+    correction,
+    looks_like_tool_call,
+    read_text_calls,
+)
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "fixtures" / "text_tool_calls.json").read_text(encoding="utf-8")
@@ -47,3 +53,18 @@ def test_the_correction_says_what_went_wrong_and_which_tools_exist() -> None:
     message = correction("the tool call is not valid JSON", ["calculator", "http_fetch"])
     assert message["role"] == "user"
     assert "not valid JSON" in message["content"] and "calculator, http_fetch" in message["content"]
+
+
+def test_a_text_call_becomes_a_wire_form_reply() -> None:
+    reply, read = as_tool_calls({"role": "assistant", "content": CASES[0]["content"]}, OFFERED)
+    assert read.verdict is Verdict.CALLS and reply["content"] is None
+    [call] = reply["tool_calls"]
+    assert call["id"].startswith("call_text_") and call["type"] == "function"
+    assert call["function"] == {"name": "calculator", "arguments": '{"expression": "12 * (3 + 4)"}'}
+
+
+def test_a_reply_with_structured_calls_or_an_answer_is_unchanged() -> None:
+    structured = {"role": "assistant", "content": "{}", "tool_calls": [{"id": "a"}]}
+    assert as_tool_calls(structured, OFFERED) == (structured, read_text_calls("", ()))
+    answer = {"role": "assistant", "content": "84"}
+    assert as_tool_calls(answer, OFFERED)[0] is answer

@@ -16,7 +16,6 @@ import asyncio
 import json
 import logging
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -41,7 +40,7 @@ from taskyard_worker.llm_calls import (
     reply_of,
     usage_of,
 )
-from taskyard_worker.text_tool_calls import TextCalls, Verdict, correction, read_text_calls
+from taskyard_worker.text_tool_calls import Verdict, as_tool_calls, correction
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
 from taskyard_worker.tools.delegate import (
@@ -220,7 +219,12 @@ class Agent:
                 trace.steps += 1
                 trace.unrecorded += used
                 raise TransientError("the LLM answered no choices")
-            reply, read = self._read_text_calls(reply_of(response))
+            reply, read = as_tool_calls(reply_of(response), self._tools.names)
+            if read.verdict is Verdict.CALLS:
+                metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "recovered").inc()
+            if read.verdict is not Verdict.ANSWER and tokens is not None:
+                tokens.restart()  # its text, streamed already, was a tool call, not part of the answer
+                await tokens.finish()
             if read.verdict is Verdict.GARBLED:
                 # Neither recorded nor counted as a step: a resumed run must not take it for the answer,
                 # and the step is asked again (once) after the correction.
@@ -246,21 +250,6 @@ class Agent:
         raise MaxStepsExceeded(
             f"no final answer within {self.spec.max_steps} steps (the model kept calling tools)"
         )
-
-    def _read_text_calls(self, reply: dict[str, Any]) -> tuple[dict[str, Any], TextCalls]:
-        """A reply whose text is a tool call becomes that call in wire form (recorded and resumed as one)."""
-        content = reply.get("content")
-        if tool_calls_of(reply) or not isinstance(content, str):
-            return reply, TextCalls(Verdict.ANSWER)
-        read = read_text_calls(content, self._tools.names)
-        if read.verdict is not Verdict.CALLS:
-            return reply, read
-        metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "recovered").inc()
-        calls = [
-            {"id": f"call_text_{uuid.uuid4().hex[:16]}", "type": "function", "function": call}
-            for call in read.calls
-        ]
-        return {"role": "assistant", "content": None, "tool_calls": calls}, read
 
     async def _run_tools(
         self,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -116,6 +117,22 @@ def read_text_calls(content: str, tools: Collection[str]) -> TextCalls:
     if not calls:
         return TextCalls(Verdict.GARBLED, problem="no tool call could be read")
     return TextCalls(Verdict.CALLS, calls)
+
+
+def as_tool_calls(reply: dict[str, Any], tools: Collection[str]) -> tuple[dict[str, Any], TextCalls]:
+    """A wire-form reply whose text is a tool call, as that call (then recorded and resumed as one); any
+    other reply unchanged, with the verdict on its text."""
+    content = reply.get("content")
+    if reply.get("tool_calls") or not isinstance(content, str):
+        return reply, TextCalls(Verdict.ANSWER)
+    read = read_text_calls(content, tools)
+    if read.verdict is not Verdict.CALLS:
+        return reply, read
+    calls = [
+        {"id": f"call_text_{uuid.uuid4().hex[:16]}", "type": "function", "function": call}
+        for call in read.calls
+    ]
+    return {"role": "assistant", "content": None, "tool_calls": calls}, read
 
 
 def correction(problem: str, tools: Collection[str]) -> dict[str, Any]:
