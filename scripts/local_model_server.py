@@ -10,8 +10,10 @@ llama-cpp-python hands the model's ``<tool_call>{...}</tool_call>`` text back as
 would take a calculator call for its final answer. This handler renders with the same template and turns
 those blocks into OpenAI ``tool_calls``, in a streamed reply (``"stream": true``) too, as tool-call deltas
 (``stream_with_calls``). A forced tool choice (the router's ``route_task``) is left to llama-cpp-python,
-which holds the arguments to the tool's JSON schema with a grammar. (A stream carries no usage:
-llama-cpp-python ignores ``stream_options``.)
+which holds the arguments to the tool's JSON schema with a grammar. With tools offered and the choice left
+to the model, the reply is held to a grammar too (``tool_grammar``): ``<tool_call>`` blocks whose JSON is an
+envelope of an offered tool and its parameters' schema, or text that opens with neither ``<`` nor ``{{``.
+(A stream carries no usage: llama-cpp-python ignores ``stream_options``.)
 
 And a request fix: the assistant turn that called a tool comes back from OpenAI clients with
 ``"content": null``, which this server's request model refuses; a middleware leaves the key out.
@@ -103,6 +105,57 @@ def parse_calls(content: str, tool_names: set[str]) -> tuple[list[dict[str, Any]
     return [call], ""
 
 
+# The GBNF around the tool-call envelope's own grammar (``tool_call_schema`` through llama-cpp-python's
+# converter): a reply is either calls in the template's ``<tool_call>`` blocks, each one envelope of an offered
+# tool, or text that opens with neither ``<``, ``{{`` (the doubled braces issue 20 saw stored as answers) nor a space.
+# Rule names carry a ``tyd-`` prefix so they cannot meet the converter's (named after schema properties).
+_ANSWER_OR_CALLS = r"""root ::= tyd-calls | tyd-answer
+tyd-calls ::= ("<tool_call>\n" tyd-call "\n</tool_call>" "\n"?)+
+tyd-answer ::= [^<{ \t\n] tyd-text | "{" [^{] tyd-text
+tyd-text ::= [^\x00]*
+"""
+
+
+def tool_call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON schema of one call envelope: ``{"name": <an offered tool>, "arguments": <its parameters>}``."""
+    envelopes = []
+    for tool in tools:
+        function = tool.get("function") if tool.get("type") == "function" else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        parameters = function.get("parameters") or {"type": "object"}
+        envelopes.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": function["name"]}, "arguments": parameters},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    return {"oneOf": envelopes}
+
+
+def tool_grammar(envelope_gbnf: str) -> str:
+    """The whole reply's GBNF, given the envelope's (whose ``root`` rule becomes ``tyd-call``)."""
+    rules = re.sub(r"^root\s*::=", "tyd-call ::=", envelope_gbnf, count=1, flags=re.MULTILINE)
+    if not rules.startswith("tyd-call") and "\ntyd-call ::=" not in rules:
+        raise ValueError("the envelope grammar has no root rule")
+    return _ANSWER_OR_CALLS + rules
+
+
+def _constrained(tools: list[dict[str, Any]]) -> Any:
+    """The grammar that holds a reply to ``tool_grammar`` (None, logged, when the converter cannot: the
+    request then goes unconstrained, as before)."""
+    try:
+        from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+
+        envelope = json_schema_to_gbnf(json.dumps(tool_call_schema(tools)), ["name", "arguments"])
+        return LlamaGrammar.from_string(tool_grammar(envelope), verbose=False)
+    except Exception as exc:  # no converter, or it failed: serve the request without the constraint
+        print(f"taskyard-tools: no tool-call grammar ({exc})", file=sys.stderr)
+        return None
+
+
 def taskyard_tools(
     *,
     llama: Any,
@@ -115,6 +168,9 @@ def taskyard_tools(
     template = llama._chat_handlers.get(_TEMPLATE)
     if template is None:
         raise ValueError("the model file has no chat template: pass another --chat_format")
+    offered = bool(tools) and not isinstance(tool_choice, dict) and tool_choice != "none"
+    if offered and kwargs.get("grammar") is None and kwargs.get("response_format") is None:
+        kwargs["grammar"] = _constrained(tools or [])
     response = template(
         llama=llama,
         messages=_with_object_arguments(messages),

@@ -174,6 +174,14 @@ LLM_STEP_RETRIES = Counter(
 TASKS_DELEGATED = Counter(
     "taskyard_tasks_delegated_total", "Child tasks a worker's agents delegated work to", ["specialist"]
 )
+# recovered: a tool call written as text was read and run; corrected: an unreadable one was answered with a
+# correction message; failed: it was unreadable again after the correction (the attempt failed).
+TEXT_TOOL_CALL_OUTCOMES = ("recovered", "corrected", "failed")
+TEXT_TOOL_CALLS = Counter(
+    "taskyard_text_tool_calls_total",
+    "Replies whose content was a tool call written as text instead of a structured one, by outcome",
+    ["specialist", "outcome"],
+)
 ROUTING_PARTS = Histogram(
     "taskyard_routing_parts",
     "Parts a multi-routed request was split into (catalog multi_route), by the method that decided",
@@ -311,6 +319,8 @@ def init_worker_labels(specialist: str) -> None:
         counter.labels(specialist)
     for reason in STEP_RETRY_REASONS:
         LLM_STEP_RETRIES.labels(specialist, reason)
+    for outcome in TEXT_TOOL_CALL_OUTCOMES:
+        TEXT_TOOL_CALLS.labels(specialist, outcome)
     for reason in START_DEFERRAL_REASONS:
         TASK_START_DEFERRALS.labels(specialist, reason)
     for kind in ("prompt", "completion"):

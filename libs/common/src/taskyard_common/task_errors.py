@@ -24,6 +24,9 @@ class TaskErrorType(StrEnum):
     MAX_STEPS_EXCEEDED = "max_steps_exceeded"  # no final answer within the specialist's max_steps
     LLM_ERROR = "llm_error"  # the LLM refused the request (a 4xx other than 429)
     BUDGET_EXCEEDED = "budget_exceeded"  # the task's cost reached its tenant's max_cost_per_task
+    INVALID_TOOL_CALL = (
+        "invalid_tool_call"  # the model's text tool call was unreadable, even after a correction
+    )
     PERMANENT_ERROR = "permanent_error"  # any other permanent error
 
 

@@ -46,6 +46,12 @@ class MaxStepsExceeded(AgentError):
     kind = TaskErrorType.MAX_STEPS_EXCEEDED
 
 
+class InvalidToolCall(AgentError):
+    """The model wrote a tool call that could not be read, again after a correction message."""
+
+    kind = TaskErrorType.INVALID_TOOL_CALL
+
+
 class BudgetExceeded(AgentError):
     """The task's cost reached its tenant's ``max_cost_per_task``: no further LLM call is made."""
 

@@ -32,7 +32,15 @@ from taskyard_common.model_specs import ModelSpec, fallback_chain
 from taskyard_common.store import Step
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
 from taskyard_worker.llm_caller import LlmCaller, ModelRoute
-from taskyard_worker.llm_calls import AttemptTimeout, CostCap, MaxStepsExceeded, reply_of, usage_of
+from taskyard_worker.llm_calls import (
+    AttemptTimeout,
+    CostCap,
+    InvalidToolCall,
+    MaxStepsExceeded,
+    reply_of,
+    usage_of,
+)
+from taskyard_worker.text_tool_calls import Verdict, as_tool_calls, correction
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
 from taskyard_worker.tools.delegate import (
@@ -186,6 +194,7 @@ class Agent:
         cost_cap: CostCap | None,
     ) -> AgentResult:
         messages = state.messages
+        corrected = False  # a garbled tool call is answered with a correction once per attempt
         if state.pending_calls:
             await self._run_tools(state.pending_calls, trace, messages, checkpoint, delegation)
         while trace.steps < self.spec.max_steps:
@@ -202,15 +211,32 @@ class Agent:
             answer = await self._llm.complete(body, tokens)
             response = answer.response
             latency_ms = round((time.perf_counter() - called) * 1000, 1)
-            trace.steps += 1
             # Priced by, and recorded with, the model that answered (a fallback's after a failover).
             used = usage_of(response, answer.model, answer.spec)
             metrics.LLM_COST.labels(answer.model, self.spec.name).inc(used.cost)
             trace.usage += used
             if not response.choices:
+                trace.steps += 1
                 trace.unrecorded += used
                 raise TransientError("the LLM answered no choices")
-            reply = reply_of(response)
+            reply, read = as_tool_calls(reply_of(response), self._tools.names)
+            if read.verdict is Verdict.CALLS:
+                metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "recovered").inc()
+            if read.verdict is not Verdict.ANSWER and tokens is not None:
+                tokens.restart()  # its text, streamed already, was a tool call, not part of the answer
+                await tokens.finish()
+            if read.verdict is Verdict.GARBLED:
+                # Neither recorded nor counted as a step: a resumed run must not take it for the answer,
+                # and the step is asked again (once) after the correction.
+                trace.unrecorded += used
+                if corrected:
+                    metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "failed").inc()
+                    raise InvalidToolCall(f"the model's tool call could not be read twice: {read.problem}")
+                corrected = True
+                metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "corrected").inc()
+                messages.extend([reply, correction(read.problem, self._tools.names)])
+                continue
+            trace.steps += 1
             messages.append(reply)
             if not await self._record(checkpoint, trace.steps, reply, usage=used, latency_ms=latency_ms):
                 trace.unrecorded += used

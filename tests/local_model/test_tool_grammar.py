@@ -1,0 +1,54 @@
+"""The grammar the local model server holds a reply to when tools are offered, built without the model.
+
+Only the pure parts: the envelope's JSON schema and the GBNF around it. llama-cpp-python's converter and the
+model are not in taskyard's environment; the grammar has not been run against the model here."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.local_model.conftest import load_script
+
+server = load_script("local_model_server")
+
+CALCULATOR = {
+    "type": "function",
+    "function": {
+        "name": "calculator",
+        "parameters": {
+            "type": "object",
+            "properties": {"expression": {"type": "string"}},
+            "required": ["expression"],
+        },
+    },
+}
+FETCH = {"type": "function", "function": {"name": "http_fetch"}}
+
+
+def test_the_envelope_schema_takes_only_offered_tools_and_their_parameters():
+    schema = server.tool_call_schema([CALCULATOR, FETCH, {"type": "retrieval"}])
+    calculator, fetch = schema["oneOf"]
+    assert calculator == {
+        "type": "object",
+        "properties": {"name": {"const": "calculator"}, "arguments": CALCULATOR["function"]["parameters"]},
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
+    # A tool without a parameters schema still takes an object of arguments.
+    assert fetch["properties"] == {"name": {"const": "http_fetch"}, "arguments": {"type": "object"}}
+
+
+def test_the_reply_grammar_wraps_the_envelope_rules():
+    envelope = 'arguments ::= "{" space "}"\nroot ::= "{" space arguments "}"\nspace ::= " "?'
+    grammar = server.tool_grammar(envelope)
+    assert grammar.startswith("root ::= tyd-calls | tyd-answer\n")
+    assert 'tyd-call ::= "{" space arguments "}"' in grammar
+    assert grammar.count("root ::=") == 1
+    # A call only in the template's blocks; an answer never opens with "<", "{{" or a space.
+    assert 'tyd-calls ::= ("<tool_call>\\n" tyd-call "\\n</tool_call>" "\\n"?)+' in grammar
+    assert 'tyd-answer ::= [^<{ \\t\\n] tyd-text | "{" [^{] tyd-text' in grammar
+
+
+def test_an_envelope_grammar_without_root_is_refused():
+    with pytest.raises(ValueError, match="no root"):
+        server.tool_grammar('space ::= " "?')
