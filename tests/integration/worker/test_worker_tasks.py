@@ -62,10 +62,13 @@ async def test_llm_refusal_fails_the_task_and_acks(harness: Harness) -> None:
         record = await harness.wait(message.task_id, TaskStatus.FAILED)
         await wait_outcome(worker, "failed")
     assert record.error is not None
+    # The provider's own words stay in the log: the tenant sees a fixed text per status.
     assert record.error.model_dump(mode="json") == {
         "type": "llm_error",
-        "message": "LLM answered HTTP 400: context too long",
+        "message": "LLM answered HTTP 400: the provider refused the request as invalid (for instance, longer "
+        "than the model's context)",
     }
+    assert "context too long" not in record.error.message
     assert record.result is None
     # Failed at once: no retry, no attempt charged beyond the first.
     assert record.attempts == 1 and record.attempt_log == [] and record.lease_owner is None
