@@ -211,7 +211,8 @@ def test_optional_objects_are_off_by_default_and_on_when_enabled(key, kinds):
 
 def test_the_postgresql_clusters_parameters_are_rendered_as_strings():
     (cluster,) = [o for o in render(sets=("postgresql.cluster.enabled=true",)) if o["kind"] == "Cluster"]
-    assert "postgresql" not in cluster["spec"], "no parameters: the operator's defaults"
+    # The default sizes max_connections for every pool at full scale (finding 14 of the reliability review).
+    assert cluster["spec"]["postgresql"]["parameters"] == {"max_connections": "600"}
     (cluster,) = [
         o
         for o in render(
@@ -224,6 +225,15 @@ def test_the_postgresql_clusters_parameters_are_rendered_as_strings():
         if o["kind"] == "Cluster"
     ]
     assert cluster["spec"]["postgresql"]["parameters"] == {"max_connections": "300", "wal_compression": "on"}
+    # A number or a boolean in the values is still rendered as the string CloudNativePG takes.
+    (cluster,) = [
+        o
+        for o in render(
+            sets=("postgresql.cluster.enabled=true", "postgresql.cluster.parameters.max_connections=700")
+        )
+        if o["kind"] == "Cluster"
+    ]
+    assert cluster["spec"]["postgresql"]["parameters"]["max_connections"] == "700"
 
 
 def test_dashboards_configmaps_carry_the_sidecar_label():

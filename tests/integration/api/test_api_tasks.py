@@ -94,7 +94,7 @@ async def test_task_document_and_result_follow_the_lifecycle(
     doc = (await client.get(f"/v1/tasks/{task_id}")).json()
     assert doc["status"] == "completed" and doc["specialist"] == "general" and doc["attempts"] == 1
     assert doc["routing"] == {"method": "rules", "reason": "arithmetic", "confidence": 0.6, "latency_ms": None,
-                              "llm_calls": 0, "tokens": 0, "cached": False, "guard": None, "fallback": None,
+                              "llm_calls": 0, "tokens": 0, "cached": False, "guard": None, "fallback": None, "parts": [],
                               "model": None, "cost": 0.0}  # fmt: skip
     assert doc["result"] == {"answer": "42"} and doc["error"] is None
     assert doc["started_at"] is not None and doc["finished_at"] is not None

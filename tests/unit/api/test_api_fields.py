@@ -32,6 +32,9 @@ def record(n: int, size: int = 10) -> TaskRecord:
 def test_fields_always_include_the_id_and_refuse_unknown_names():
     assert parse_fields(None) is None
     assert parse_fields(" status , created_at,") == {"id", "status", "created_at"}
+    for empty in ("", " , ", "\x1c"):
+        with pytest.raises(ProblemException):
+            parse_fields(empty)
     with pytest.raises(ProblemException) as refused:
         parse_fields("status,password")
     assert refused.value.problem.status == 422 and "password" in (refused.value.problem.detail or "")

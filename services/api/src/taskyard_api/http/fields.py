@@ -42,6 +42,13 @@ def parse_fields(fields: str | None) -> frozenset[str] | None:
     if fields is None:
         return None
     names = {name.strip() for name in fields.split(",") if name.strip()}
+    if not names:
+        raise ProblemException(
+            VALIDATION_ERROR(
+                "fields names no field: leave it out for the whole document, or name some, e.g. id,status.",
+                errors=[FieldError(loc=["query", "fields"], msg="no field named", type="value_error")],
+            )
+        )
     unknown = sorted(names - DOCUMENT_FIELDS)
     if unknown:
         raise ProblemException(

@@ -77,7 +77,7 @@ async def get_budget(resources: ResourcesDep, principal: Admin, tenant: TenantPa
     summary="Set a tenant's LLM budgets (admin)",
     response_model=BudgetDocument,
     dependencies=[Depends(require_json_body)],
-    responses=problem_responses(404, 415, 422, 503),
+    responses=problem_responses(400, 404, 413, 415, 422, 503),
 )
 async def put_budget(
     resources: ResourcesDep, principal: Admin, tenant: TenantPath, limits: Annotated[BudgetLimits, Body()]

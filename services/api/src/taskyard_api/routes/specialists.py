@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Response
+from fastapi import APIRouter, Body, Depends, Path, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, ValidationError
 
 from taskyard_api.deps import CatalogDep, ResourcesDep
+from taskyard_api.http.params import require_json_body
 from taskyard_api.http.problems import NOT_FOUND, ProblemException, ProblemKind, problem_responses
 from taskyard_api.tenancy.auth import Admin, Reader
 from taskyard_common.catalog import CatalogError, SpecialistSpec
@@ -113,8 +114,9 @@ def _spec(name: str, entry: dict[str, Any]) -> SpecialistSpec:
 @router.put(
     "/{name}",
     summary="Create or replace a specialist (database catalog source, admin)",
+    dependencies=[Depends(require_json_body)],
     responses={
-        **problem_responses(403, 409, 422, 503, descriptions=_CONFLICT),
+        **problem_responses(400, 403, 409, 413, 415, 422, 503, descriptions=_CONFLICT),
         201: {"description": "Created", "model": SpecialistDocument},
     },
 )
