@@ -75,7 +75,9 @@ RabbitMQ and PostgreSQL are never stopped.
    Service would); a third of the way through, the node leading the work queue is stopped for good.
 4. **PostgreSQL restarted**: a private PostgreSQL; a third of the way through, `pg_ctl stop -m fast`, a
    pause, `pg_ctl start`; afterwards no task may be left non-terminal.
-5. **Poison tasks**: first a clean run of the healthy tasks alone (its throughput is the reference), then
+5. **Poison tasks** (on a RabbitMQ node of its own, like 2, so that a restart of the shared one by another
+   test run cannot stop the replacement workers from starting): first a clean run of the healthy tasks
+   alone (its throughput is the reference), then
    the same healthy tasks with one in twenty marked poison; whenever a poison task's model call arrives,
    the suite SIGKILLs the worker process that made it (found by the call's TCP port) and starts a new one.
    Healthy throughput: healthy tasks completed / (first submission .. last healthy completion).
