@@ -154,7 +154,13 @@ async def _poison_runs(
 async def slow_llm(ctx: Context, out: Outcome, llm: DevLlm) -> None:
     """6: a model whose p99 is 30 s (one call in fifty takes 30 s), then answers only 503 for a while."""
     total, concurrency, outage = ctx.pick((1000, 32, 20.0), (300, 32, 10.0), (30, 8, 3.0))
-    async with chaos_run(ctx, "slowllm", llm=llm, concurrency=concurrency, max_attempts=10) as run:
+    # On a node of its own too: the shared one may be restarted by other test runs.
+    async with (
+        rabbit_node(f"chaos{ctx.run_id}-slow", ctx.work_dir / "rabbitmq-slow") as node,
+        chaos_run(
+            ctx, "slowllm", llm=llm, concurrency=concurrency, max_attempts=10, amqp_url=node.url
+        ) as run,
+    ):
         model = run.cluster.model
         steady = [{"delay_seconds": 0.5}]
         await llm.script(model, steady, by_turn=True)

@@ -81,7 +81,7 @@ RabbitMQ and PostgreSQL are never stopped.
    the same healthy tasks with one in twenty marked poison; whenever a poison task's model call arrives,
    the suite SIGKILLs the worker process that made it (found by the call's TCP port) and starts a new one.
    Healthy throughput: healthy tasks completed / (first submission .. last healthy completion).
-6. **Slow model, then an outage**: one worker (concurrency 32 in a full run); one model call in fifty takes
+6. **Slow model, then an outage** (on a RabbitMQ node of its own): one worker (concurrency 32 in a full run); one model call in fifty takes
    30 s (p99 30 s), the others 0.5 s; ten seconds in, the model answers only `503` for a while, then
    recovers. Back pressure: the most tasks running at once (sampled from the store every 0.5 s) against the
    worker's concurrency; memory: each process's peak RSS (`VmHWM`).
