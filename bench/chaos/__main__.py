@@ -85,7 +85,11 @@ async def main(argv: list[str] | None = None) -> int:
     names = [n for n in SCENARIOS if not args.only or n in args.only]
     work_dir = Path(tempfile.mkdtemp(prefix="taskyard-chaos-"))
     ctx = Context(amqp_url, db_url, quick=args.quick or args.smoke, work_dir=work_dir, smoke=args.smoke)
-    versions = await server_versions(amqp_url, db_url)
+    try:
+        # The shared servers' versions, for the report: a broker that does not answer must not hang the suite.
+        versions = await asyncio.wait_for(server_versions(amqp_url, db_url), 20)
+    except Exception as exc:  # any failure to read them only leaves them out of the report
+        versions = {"servers": f"versions not read ({type(exc).__name__})"}
     load_before = load_average()
     started = datetime.datetime.now(datetime.UTC)
     outcomes = []

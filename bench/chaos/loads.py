@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 
 from bench.chaos.harness import ChaosRun, Outcome, chaos_run, peak_rss_mb
+from bench.chaos.nodes import rabbit_node
 from bench.infra import Context
 from taskyard_devkit.devllm import DevLlm
+from taskyard_devkit.readiness import NotReady
 
 POISON = " POISON"
 SLOW = " SLOW"
@@ -51,18 +53,40 @@ async def _healthy_rate(run: ChaosRun) -> float | None:
     return float(row["n"]) / float(row["span"])
 
 
+async def _replace(run: ChaosRun) -> None:
+    """Start a worker in place of a killed one; a start that fails (the shared broker restarted by someone
+    else meanwhile) is tried again."""
+    for _ in range(5):
+        try:
+            await run.add_worker(**WORKER_ENV)
+            return
+        except NotReady:
+            await asyncio.sleep(2)
+
+
 async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
     """5: one task in twenty kills the worker that runs it; the rest must not suffer much."""
     total, limit = ctx.pick((400, 2), (200, 2), (40, 2))
     every = 20  # 5 %
     healthy = total - total // every
-    async with chaos_run(ctx, "clean", llm=llm, concurrency=16) as clean:
+    # A node of its own: the shared one may be restarted by other test runs, and the replacement workers this
+    # scenario starts all the time would not start meanwhile.
+    async with rabbit_node(f"chaos{ctx.run_id}-poison", ctx.work_dir / "rabbitmq-poison") as node:
+        await _poison_runs(ctx, out, llm, node.url, total, limit, every, healthy)
+
+
+async def _poison_runs(
+    ctx: Context, out: Outcome, llm: DevLlm, amqp_url: str, total: int, limit: int, every: int, healthy: int
+) -> None:
+    async with chaos_run(ctx, "clean", llm=llm, concurrency=16, amqp_url=amqp_url) as clean:
         await llm.script(clean.cluster.model, [{"delay_seconds": 0.2}], by_turn=True)
         await clean.start(workers=3, worker_env=WORKER_ENV)
         await clean.submit(healthy, concurrency=8)
         await clean.drain(ctx.pick(600, 300, 90))
         clean_rate = await _healthy_rate(clean)
-    async with chaos_run(ctx, "poison", llm=llm, concurrency=16, delivery_limit=limit) as run:
+    async with chaos_run(
+        ctx, "poison", llm=llm, concurrency=16, delivery_limit=limit, amqp_url=amqp_url
+    ) as run:
         model = run.cluster.model
         await llm.script(model, [{"delay_seconds": 0.2}], by_turn=True)
         # A poison task's call hangs long enough for the suite to kill the worker that made it (were the kill
@@ -90,7 +114,7 @@ async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
                         run.workers.remove(victim)
                         kills += 1
                         # Started meanwhile, not awaited: the next poison call must not wait for it.
-                        replacement = asyncio.create_task(run.add_worker(**WORKER_ENV))
+                        replacement = asyncio.create_task(_replace(run))
                         replacements.add(replacement)
                         replacement.add_done_callback(replacements.discard)
                 await asyncio.sleep(0.1)
@@ -130,7 +154,13 @@ async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
 async def slow_llm(ctx: Context, out: Outcome, llm: DevLlm) -> None:
     """6: a model whose p99 is 30 s (one call in fifty takes 30 s), then answers only 503 for a while."""
     total, concurrency, outage = ctx.pick((1000, 32, 20.0), (300, 32, 10.0), (30, 8, 3.0))
-    async with chaos_run(ctx, "slowllm", llm=llm, concurrency=concurrency, max_attempts=10) as run:
+    # On a node of its own too: the shared one may be restarted by other test runs.
+    async with (
+        rabbit_node(f"chaos{ctx.run_id}-slow", ctx.work_dir / "rabbitmq-slow") as node,
+        chaos_run(
+            ctx, "slowllm", llm=llm, concurrency=concurrency, max_attempts=10, amqp_url=node.url
+        ) as run,
+    ):
         model = run.cluster.model
         steady = [{"delay_seconds": 0.5}]
         await llm.script(model, steady, by_turn=True)

@@ -65,7 +65,8 @@ RabbitMQ and PostgreSQL are never stopped.
   done twice, not a result seen twice: the notes count them.
 
 1. **Workers SIGKILLed**: three worker processes (lease 3 s, concurrency 16 each, each model call 0.3 s);
-   tasks submitted at a steady rate; every few seconds one random worker is SIGKILLed and a new one started.
+   tasks submitted at a steady rate; every few seconds (and once the last replacement is ready) one random
+   worker is SIGKILLed and a new one started.
 2. **RabbitMQ stopped and started**: a private single node; a third of the way through, `rabbitmqctl stop`,
    a pause, `rabbitmq-server` again with the same data directory; the submitter keeps submitting through
    it, and every answer the API gives while the node is away is counted (`503` with `Retry-After`
@@ -75,18 +76,19 @@ RabbitMQ and PostgreSQL are never stopped.
    Service would); a third of the way through, the node leading the work queue is stopped for good.
 4. **PostgreSQL restarted**: a private PostgreSQL; a third of the way through, `pg_ctl stop -m fast`, a
    pause, `pg_ctl start`; afterwards no task may be left non-terminal.
-5. **Poison tasks**: first a clean run of the healthy tasks alone (its throughput is the reference), then
-   the same healthy tasks with one in twenty marked poison; whenever a poison task's model call arrives,
+5. **Poison tasks** (on a RabbitMQ node of its own, like 2, so that a restart of the shared one by another
+   test run cannot stop the replacement workers from starting): first a clean run of the healthy tasks
+   alone (its throughput is the reference), then the same healthy tasks with one in twenty marked poison; whenever a poison task's model call arrives,
    the suite SIGKILLs the worker process that made it (found by the call's TCP port) and starts a new one.
    Healthy throughput: healthy tasks completed / (first submission .. last healthy completion).
-6. **Slow model, then an outage**: one worker (concurrency 32 in a full run); one model call in fifty takes
-   30 s (p99 30 s), the others 0.5 s; ten seconds in, the model answers only `503` for a while, then
+6. **Slow model, then an outage** (on a RabbitMQ node of its own): one worker (concurrency 32 in a full
+   run); one model call in fifty takes 30 s (p99 30 s), the others 0.5 s; ten seconds in, the model answers only `503` for a while, then
    recovers. Back pressure: the most tasks running at once (sampled from the store every 0.5 s) against the
    worker's concurrency; memory: each process's peak RSS (`VmHWM`).
 
 `make chaos` runs every scenario at full size and writes this file; `make chaos CHAOS_ARGS=--quick` runs
-smaller counts; the test suite runs `python -m bench.chaos --smoke` for a subset
-(`tests/e2e/test_chaos_smoke.py`).
+smaller counts; the test suite runs the first scenario at a tiny size (`python -m bench.chaos --smoke --only
+kill`, `tests/e2e/test_chaos_smoke.py`).
 """
 
 
