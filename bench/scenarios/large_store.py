@@ -164,6 +164,6 @@ SCENARIO = Scenario(
     run,
     timeout_s=5400,
     quick_timeout_s=600,
-    smoke_timeout_s=120,
+    smoke_timeout_s=150,
     describe="submit p99 and e2e throughput with 10 million tasks stored vs empty, and while retention removes",
 )
