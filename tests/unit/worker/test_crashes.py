@@ -14,6 +14,7 @@ from taskyard_worker.crashes import (
     RunAgain,
     after_crash,
     crash_headers,
+    crashed_too_often,
     crashes_of,
 )
 
@@ -51,10 +52,22 @@ def test_after_one_crash_the_message_runs_again_among_the_others_once_the_dead_w
     assert 0 <= min(holds) < spread / 10 and spread * 0.9 < max(holds) <= spread
 
 
-def test_a_message_in_flight_for_two_crashes_is_a_suspect_and_runs_alone():
+def test_a_message_in_flight_for_two_crashes_is_a_suspect_and_runs_alone_once_the_lease_is_over():
     assert SUSPECT_AFTER_CRASHES == 2
-    assert isinstance(after_crash(2, lease_seconds=30), Isolate)
-    assert isinstance(after_crash(5, lease_seconds=30), Isolate)
+    # Held for the dead worker's lease first: in quarantine it then runs at once instead of waiting there.
+    assert after_crash(2, lease_seconds=30) == Isolate(hold_seconds=30)
+    assert after_crash(5, lease_seconds=3) == Isolate(hold_seconds=3)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 5, 20])
+def test_a_task_crashes_at_most_the_delivery_limit_plus_two_workers(limit):
+    # As many as before crash counting: one crash from the main queue, then limit + 1 in quarantine.
+    crashes = 0
+    while not crashed_too_often(crashes, limit):
+        crashes = crashes_of(crash_headers(crashes), redelivered=True)  # it ran, and its worker died
+    assert crashes == limit + 2
+    # A suspect on its way to quarantine is below the budget, whatever the limit.
+    assert not crashed_too_often(SUSPECT_AFTER_CRASHES, limit)
 
 
 def test_a_poison_message_is_isolated_by_its_second_crash_a_bystander_only_if_caught_twice():

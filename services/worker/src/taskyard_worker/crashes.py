@@ -9,8 +9,13 @@ re-publication carries on:
 
 - after its first crash a message goes back to its main queue, through a delay tier (the dead worker's lease
   must run out before it can start anyway), and runs among the others, concurrently;
-- once it was in flight for ``SUSPECT_AFTER_CRASHES`` crashes it is a suspect: moved to the quarantine
-  queue, where it runs alone and the queue's delivery limit dead-letters it if it keeps killing.
+- once it was in flight for ``SUSPECT_AFTER_CRASHES`` crashes it is a suspect: held for a lease (so that it
+  does not wait in quarantine for the dead worker's lease, where a crash of its worker would count), then
+  moved to the quarantine queue, where it runs alone;
+- a message that crashed ``delivery limit + 2`` workers (the most the old design allowed: one crash from the
+  main queue, then the quarantine queue's limit) is not run again: it is rejected with requeue, which every
+  RabbitMQ version counts toward the delivery limit, until the quarantine queue dead-letters it (reason
+  ``delivery_limit``). The poison message therefore kills no more workers than before.
 
 A poison message crashes every worker that runs it, so it reaches the quarantine after two deliveries; an
 innocent one only when it was in flight on the same worker at both of the poison's runs. That is what the
@@ -64,13 +69,22 @@ class RunAgain:
 
 @dataclass(frozen=True)
 class Isolate:
-    """A suspect: to the quarantine queue, to run alone until it completes or is dead-lettered."""
+    """A suspect: held ``hold_seconds`` (the dead worker's lease), then moved to the quarantine queue, to run
+    alone until it completes or is dead-lettered."""
+
+    hold_seconds: float
 
 
 def after_crash(crashes: int, lease_seconds: float, rng: random.Random | None = None) -> RunAgain | Isolate:
     """The decision for a redelivered main-queue message that was in flight for ``crashes`` crashes (≥ 1)."""
     if crashes >= SUSPECT_AFTER_CRASHES:
-        return Isolate()
+        return Isolate(hold_seconds=lease_seconds)
     # Back once the dead worker's lease can have run out (before, it would only be deferred again).
     hold = (rng or random).uniform(0.0, min(lease_seconds, SPREAD_MAX_SECONDS))
     return RunAgain(hold_seconds=hold, delay_seconds=lease_seconds)
+
+
+def crashed_too_often(crashes: int, delivery_limit: int) -> bool:
+    """Whether a message that was in flight for ``crashes`` crashes is past its budget (see above): it is
+    then not run again but rejected until its queue's delivery limit dead-letters it."""
+    return crashes >= delivery_limit + SUSPECT_AFTER_CRASHES

@@ -29,7 +29,14 @@ from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import work_target
 from taskyard_worker.attempts import AttemptRunner
 from taskyard_worker.context import WorkerContext
-from taskyard_worker.crashes import SUSPECT_AFTER_CRASHES, Isolate, after_crash, crash_headers, crashes_of
+from taskyard_worker.crashes import (
+    SUSPECT_AFTER_CRASHES,
+    Isolate,
+    after_crash,
+    crash_headers,
+    crashed_too_often,
+    crashes_of,
+)
 from taskyard_worker.fair_share import FairShare
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
 from taskyard_worker.start_batch import StartBatcher
@@ -107,6 +114,13 @@ class WorkHandler:
         if source is Source.MAIN and incoming.redelivered and self._ctx.settings.quarantine:
             await self._after_crash(message, crashes)
             return
+        if source is Source.QUARANTINE and crashed_too_often(crashes, self._ctx.delivery_limit):
+            # The consume helper rejects with requeue: counted by the broker until it dead-letters it.
+            self._ctx.count("crashed_too_often")
+            raise TransientError(
+                f"task {message.task_id} was in flight for {crashes} worker crashes: not run again, requeued"
+                " until the quarantine queue's delivery limit dead-letters it"
+            )
         if message.task_id in self.flights:
             # The same task is handled here already. Not dropped: the flight may be about to find its lease
             # lost (then this copy is the one the reaper published); it comes back once a lease could end.
@@ -140,6 +154,8 @@ class WorkHandler:
         taking healthy ones with it. Publish (confirmed) first, then the helper acks: a crash in between
         duplicates."""
         decision = after_crash(crashes, self._ctx.settings.lease_seconds)
+        # Held unacked meanwhile: were this worker to die too, this copy comes back with the same count.
+        await asyncio.sleep(decision.hold_seconds)
         if isinstance(decision, Isolate):
             await self._publish(self._ctx.topology.quarantine_exchange, message, crashes=crashes)
             MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
@@ -150,8 +166,6 @@ class WorkHandler:
             )
             self._ctx.count("quarantined")
             return
-        # Held unacked meanwhile: were this worker to die too, this copy comes back with the same count.
-        await asyncio.sleep(decision.hold_seconds)
         why = f"redelivered after a worker crash ({crashes} of {SUSPECT_AFTER_CRASHES} before quarantine)"
         await self._defer(message, decision.delay_seconds, why, "crashed", crashes=crashes)
         self._ctx.count("rerun_after_crash")
