@@ -13,12 +13,17 @@ UUIDv7 of each row's ``created_at`` (as the services make them), generated oldes
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import sys
 import time
 from dataclasses import dataclass
 
 import asyncpg
 
+from bench.infra import service_urls
 from taskyard_common.ids import uuid7_sql
+from taskyard_common.store.migrate import migrate
 
 TENANTS = 50
 # The generated rows, not the tasks the scenario submitted before the fill.
@@ -116,3 +121,32 @@ async def fill(db_url: str, schema: str, tasks: int, *, days: float = 40.0) -> F
     finally:
         await conn.close()
     return Filled(tasks, time.monotonic() - started, sizes)
+
+
+async def fill_schema(db_url: str, schema: str, tasks: int) -> Filled:
+    """Migrate ``schema`` (made if missing) and fill it: a store a later run reuses (``--reuse-store``)."""
+    conn = await asyncpg.connect(db_url)
+    try:
+        await migrate(conn, schema)
+    finally:
+        await conn.close()
+    return await fill(db_url, schema, tasks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.store_fill",
+        description="Fill a schema of its own with finished tasks, for `--only large_store --reuse-store`.",
+    )
+    parser.add_argument("--schema", required=True, help="the schema to make (or add to); kept afterwards")
+    parser.add_argument("--tasks", type=int, default=10_000_000)
+    args = parser.parse_args(argv)
+    _, db_url = service_urls()
+    filled = asyncio.run(fill_schema(db_url, args.schema, args.tasks))
+    sizes = ", ".join(f"{t} {size / 2**30:.2f} GiB" for t, size in filled.sizes.items())
+    print(f"schema {args.schema}: {filled.tasks:,} tasks added in {filled.seconds:,.0f} s ({sizes})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
