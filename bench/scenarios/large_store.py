@@ -107,6 +107,11 @@ def _removed(metrics_text: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
+def _dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 @dataclass(frozen=True)
 class Setup:
     ctx: Context
@@ -132,7 +137,7 @@ async def _round(
     ctx = setup.ctx
     amqp, db = store
     total = ctx.pick(5_000, 500, 10)
-    async with cluster(amqp, db, setup.catalog, setup.llm, setup.log_dir / key) as running:
+    async with cluster(amqp, db, setup.catalog, setup.llm, _dir(setup.log_dir / key)) as running:
         api = await running.start_api()
         await running.start_broker_agent(**OFF)
         await running.start_worker(SPECIALIST)
@@ -243,6 +248,6 @@ SCENARIO = Scenario(
     run,
     timeout_s=5400,
     quick_timeout_s=600,
-    smoke_timeout_s=150,
+    smoke_timeout_s=240,
     describe="submit p99 and e2e throughput with 10 million tasks stored vs empty, and while retention removes",
 )
