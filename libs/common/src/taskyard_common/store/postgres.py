@@ -14,6 +14,7 @@ from taskyard_common.store._pg import UNAVAILABLE, PoolStore, init_connection, k
 from taskyard_common.store.dead_letters import DeadLetterQueries
 from taskyard_common.store.events import EventQueries
 from taskyard_common.store.idempotency import IdempotencyQueries
+from taskyard_common.store.parking import ParkingQueries
 from taskyard_common.store.parts import PartsQueries
 from taskyard_common.store.reads import ReadQueries
 from taskyard_common.store.steps import StepQueries
@@ -36,6 +37,7 @@ class PostgresTaskStore(
     DeadLetterQueries,
     IdempotencyQueries,
     TenantLoadQueries,
+    ParkingQueries,
     PoolStore,
 ):
     @classmethod
