@@ -22,7 +22,8 @@ DECISION = RoutingDecision(method=RoutingMethod.EXPLICIT, specialist=SPECIALIST,
 async def routed(store, tenant, count=1, *, depth, priority=Priority.NORMAL):
     """Create and route ``count`` tasks of ``tenant`` with lanes of ``depth``: [(id, parked)]."""
     tasks = [
-        NewTask(id=uuid.uuid4(), tenant=tenant, input="x", metadata={}, priority=priority) for _ in range(count)
+        NewTask(id=uuid.uuid4(), tenant=tenant, input="x", metadata={}, priority=priority)
+        for _ in range(count)
     ]
     await store.create_many(tasks)
     out = []
@@ -84,7 +85,9 @@ async def test_the_feeder_releases_no_more_than_the_cap_has_room_for(store):
     await TenantLimitStore(store.pool).put("acme", max_running=2)
     tasks = await routed(store, "acme", 5, depth=10)
     for task_id, _ in tasks[:2]:
-        assert (await store.start(task_id, owner="w", lease_seconds=30, attempt=1)).outcome is StartOutcome.STARTED
+        assert (
+            await store.start(task_id, owner="w", lease_seconds=30, attempt=1)
+        ).outcome is StartOutcome.STARTED
     assert await store.release_parked({SPECIALIST: 10}, limit=100) == []
     await store.complete(tasks[0][0], {"text": "ok"}, _usage(), "w")
     [released] = await store.release_parked({SPECIALIST: 10}, limit=100)
@@ -106,7 +109,9 @@ async def test_a_refused_start_parks_a_queued_task_and_a_start_clears_it(store):
 async def test_a_capped_start_refused_at_the_cap_parks(store):
     await TenantLimitStore(store.pool).put("acme", max_running=1)
     tasks = await routed(store, "acme", 2, depth=None)
-    assert (await store.start(tasks[0][0], owner="w", lease_seconds=30, attempt=1)).outcome is StartOutcome.STARTED
+    assert (
+        await store.start(tasks[0][0], owner="w", lease_seconds=30, attempt=1)
+    ).outcome is StartOutcome.STARTED
     refused = await store.start(tasks[1][0], owner="w", lease_seconds=30, attempt=1, capped=True)
     assert refused.outcome is StartOutcome.DEFERRED and refused.parked
     assert refused.reason is DeferralReason.TENANT_MAX_RUNNING

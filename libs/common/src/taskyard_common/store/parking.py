@@ -10,6 +10,8 @@ tenant's queued tasks are **parked**: still ``queued`` in the store, ``parked_at
   already holds ``depth`` unparked queued tasks, when the tenant has parked tasks for the specialist already
   (so that a parked task is never overtaken by a later one, and a parked high goes first), or when the
   tenant has a cap and its unparked queued tasks already fill the room under it.
+  Routings running at once each see the lane as their statement found it, so a lane may overshoot its
+  depth by the routings in flight (the broker agent's intake prefetch); a refused start parks the excess.
 * **A refused start** (``deferrals.py``: the cap, the fair share) parks a queued task in the same statement
   that notes the refusal; the worker acks the message instead of sending it round the delay queues. A
   retrying task is not parked (it keeps its delay-queue path: it is not ``queued``).
