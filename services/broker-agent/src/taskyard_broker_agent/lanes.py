@@ -47,18 +47,22 @@ class Lanes:
         self._workers.update(workers)
 
     def depth(self, specialist: str) -> int | None:
-        """The lane depth of ``specialist``; None when lanes are off or the specialist is not in the catalog
-        (then nothing is parked)."""
+        """The lane depth routing parks by for ``specialist``; None when lanes are off or the specialist is
+        not in the catalog (then nothing is parked at routing)."""
+        return self._depth(specialist) if self._settings.enabled else None
+
+    def depths(self) -> dict[str, int]:
+        """Every catalog specialist's lane depth, for the feeder: even with lanes off at routing, a worker's
+        refused start parks a task, which the feeder must release."""
+        depths = {name: self._depth(name) for name in self._context.catalog.names}
+        return {name: depth for name, depth in depths.items() if depth is not None}
+
+    def _depth(self, specialist: str) -> int | None:
         spec = self._context.catalog.get(specialist)
-        if not self._settings.enabled or spec is None:
+        if spec is None:
             return None
         fleet = spec.concurrency * max(1, self._workers.get(specialist, 0))
         return max(self._settings.min_depth, math.ceil(self._settings.factor * fleet))
-
-    def depths(self) -> dict[str, int]:
-        """Every catalog specialist's lane depth (empty when lanes are off)."""
-        depths = {name: self.depth(name) for name in self._context.catalog.names}
-        return {name: depth for name, depth in depths.items() if depth is not None}
 
 
 class Feeder:

@@ -68,7 +68,7 @@ class LaneSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TASKYARD_BROKER_LANE_", extra="ignore")
 
-    # Off: nothing is parked at routing (a worker's refused start still parks; the feeder still releases).
+    # Off: nothing is parked at routing (a worker's refused start still parks, and the feeder releases it).
     enabled: bool = True
     # A lane's depth: max(min_depth, ceil(factor * the specialist's slots across its workers)).
     factor: float = Field(default=1.0, gt=0, le=100)
