@@ -17,7 +17,9 @@ tenant's queued tasks are **parked**: still ``queued`` in the store, ``parked_at
   retrying task is not parked (it keeps its delay-queue path: it is not ``queued``).
 * **The feeder** (``RELEASE``, the broker agent's loop, one statement a round) takes each lane's parked tasks,
   high priority first, then in submission order, up to what the lane can use: its depth minus the tenant's
-  unparked queued tasks, and for a capped tenant no more than its room under the cap minus those. Released
+  unparked queued tasks, and for a capped tenant no more than its room under the cap minus those (per lane:
+  a tenant capped across several specialists may get its room in each; the start's cap check parks the
+  excess again). Released
   tasks get ``parked_at`` and ``published_at`` NULL in that commit and are published after it, through the
   announce path; one whose publish is lost (the agent died between the commit and the confirm) is a queued,
   unpublished, unparked task, which the reaper's ``stale_queued`` publishes after its grace period.
