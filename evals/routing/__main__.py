@@ -105,7 +105,9 @@ def _evaluate(eval_set: EvalSet, args: argparse.Namespace, llm_settings: LlmSett
     summaries = {name: summarize(outcomes) for name, outcomes in runs.items()}
     kept = " (held out of any tuning)" if eval_set.held_out else ""
     bare = ", examples dropped" if args.no_examples else ""
-    print(f"\n#### set {eval_set.name}{kept}: {len(cases)} cases ({args.split}), catalog {_shown(eval_set.catalog)}{bare}")
+    print(
+        f"\n#### set {eval_set.name}{kept}: {len(cases)} cases ({args.split}), catalog {_shown(eval_set.catalog)}{bare}"
+    )
     for name, outcomes in runs.items():
         print(format_report(f"{eval_set.name} / {name}", summaries[name], outcomes, misses=args.misses))
     return {

@@ -56,7 +56,9 @@ def eval_sets(shipped_catalog: Path = Path("specialists.yaml")) -> dict[str, Eva
     """The two labelled sets: the shipped catalog's (``cases.yaml``) and the held-out one (``heldout/``)."""
     return {
         "shipped": EvalSet("shipped", shipped_catalog, CASES_PATH),
-        "heldout": EvalSet("heldout", HELDOUT_DIR / "catalog.yaml", HELDOUT_DIR / "cases.yaml", held_out=True),
+        "heldout": EvalSet(
+            "heldout", HELDOUT_DIR / "catalog.yaml", HELDOUT_DIR / "cases.yaml", held_out=True
+        ),
     }
 
 
