@@ -19,7 +19,9 @@ from typing import Any
 
 from evals.routing.cases import DEV, HELD_OUT, Case, EvalSet, eval_sets, load_cases, sample
 from evals.routing.score import Outcome, format_report, route_all, summarize
+from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.router import Router
+from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_broker_agent.settings import BrokerAgentSettings
 from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.settings import LlmSettings
@@ -59,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="drop every specialist's `examples` from the catalogs: routing from descriptions and keywords",
     )
+    parser.add_argument(
+        "--no-lexicon",
+        action="store_true",
+        help="rules: without the cross-lingual lexicon (what it adds, on the same threshold)",
+    )
     parser.add_argument("--misses", action="store_true", help="list every wrong decision")
     parser.add_argument("--json", type=Path, help="write every decision and the summary to this file")
     args = parser.parse_args(argv)  # fmt: skip
@@ -92,7 +99,12 @@ def _evaluate(eval_set: EvalSet, args: argparse.Namespace, llm_settings: LlmSett
         cases = cases[: args.limit]
     runs: dict[str, list[Outcome]] = {}
     if args.router in ("rules", "both"):
-        runs["rules"] = asyncio.run(_run(Router.create(catalog, None), cases, repeat=False))
+        rules = Router.create(catalog, None)
+        if args.no_lexicon:
+            rules = Router(
+                RoutingPrompt.from_catalog(catalog), RulesRouter(catalog, cross_lingual=False), client=None
+            )
+        runs["rules"] = asyncio.run(_run(rules, cases, repeat=False))
     if args.router == "llm" or (args.router == "both" and llm_settings.enabled):
         broker = BrokerAgentSettings()
         router = Router.create(
@@ -104,7 +116,7 @@ def _evaluate(eval_set: EvalSet, args: argparse.Namespace, llm_settings: LlmSett
         runs[f"llm ({llm_settings.model})"] = asyncio.run(_run(router, cases, repeat=not args.no_repeat))
     summaries = {name: summarize(outcomes) for name, outcomes in runs.items()}
     kept = " (held out of any tuning)" if eval_set.held_out else ""
-    bare = ", examples dropped" if args.no_examples else ""
+    bare = (", examples dropped" if args.no_examples else "") + (", no lexicon" if args.no_lexicon else "")
     print(
         f"\n#### set {eval_set.name}{kept}: {len(cases)} cases ({args.split}), catalog {_shown(eval_set.catalog)}{bare}"
     )

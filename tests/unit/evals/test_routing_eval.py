@@ -57,10 +57,22 @@ def test_rules_router_figures(catalog: Catalog):
     # A floor under the figures docs/routing.md reports, so a change that costs accuracy shows here.
     outcomes = asyncio.run(route_all(Router.create(catalog, None), load_cases(catalog), repeat=False))
     summary = summarize(outcomes)
-    assert summary["overall"]["accuracy"] >= 0.80
-    assert summary["splits"][HELD_OUT]["accuracy"] >= 0.80
+    assert summary["overall"]["accuracy"] >= 0.88
+    assert summary["splits"][HELD_OUT]["accuracy"] >= 0.88
+    assert summary["slices"]["nofit"]["accuracy"] >= 0.90
+    assert summary["slices"]["multilingual"]["accuracy"] >= 0.90
     assert summary["injection_followed"] == 0
     assert summary["llm_calls_per_decision"] == 0
+
+
+def test_rules_router_figures_on_the_held_out_set():
+    # A floor only (issue 20: >= 70 % without examples); nothing is tuned to this set's cases.
+    held_out = eval_sets()["heldout"]
+    catalog = load_catalog(held_out.catalog)
+    cases = load_cases(catalog, held_out.cases, held_out=True)
+    summary = summarize(asyncio.run(route_all(Router.create(catalog, None), cases, repeat=False)))
+    assert summary["overall"]["accuracy"] >= 0.75
+    assert summary["slices"]["multilingual"]["accuracy"] >= 0.75
 
 
 def test_the_command_runs_the_rules_alone(capsys, monkeypatch):
