@@ -32,6 +32,8 @@ MIN_PREFIX = 4
 # Keys found inside a long word (compounds): long keys only, in words long enough to be compounds.
 MIN_INFIX = 5
 MIN_COMPOUND = 10
+# A compound's first part has at least this many letters: "re" + "search" is one English word, no compound.
+MIN_HEAD = 3
 _EXACT_MARK = "$"
 _MEMO_SIZE = 20_000
 
@@ -106,7 +108,7 @@ class Lexicon:
                 head = size
                 break
         if len(word) >= MIN_COMPOUND:
-            yield from self._compound(word, max(head, 1))
+            yield from self._compound(word, max(head, MIN_HEAD))
 
     def _compound(self, word: str, start: int) -> Iterable[str]:
         """Keys inside a long word after its start (the parts of a compound), left to right, longest first."""
@@ -133,6 +135,42 @@ class Lexicon:
                     break
             else:
                 position += 1
+
+
+# English endings folded when a concept's English word is looked for in a catalog's words: the lexicon says
+# ``translate``, a catalog may say ``translation`` or ``translator``. Longest first; the root keeps 4 letters.
+_ENDINGS = ("ions", "ion", "ings", "ing", "ers", "er", "ors", "or", "ed", "es", "e", "s")
+_MIN_ROOT = 4
+
+
+def english_root(term: str) -> str:
+    """``translation``, ``translator``, ``translate`` → ``translat``; short words stay whole."""
+    for ending in _ENDINGS:
+        if term.endswith(ending) and len(term) - len(ending) >= _MIN_ROOT:
+            return term[: -len(ending)]
+    return term
+
+
+class CatalogExpander:
+    """The lexicon seen through one catalog: a request word → the catalog terms its concept stands for
+    (a concept word the catalog lacks matches the catalog's words of the same English root)."""
+
+    def __init__(self, lexicon: Lexicon, vocabulary: Iterable[str]) -> None:
+        self._lexicon = lexicon
+        self._vocabulary = frozenset(vocabulary)
+        roots: dict[str, list[str]] = {}
+        for term in sorted(self._vocabulary):
+            roots.setdefault(english_root(term), []).append(term)
+        self._roots = {root: tuple(terms) for root, terms in roots.items()}
+
+    def expand(self, word: str) -> tuple[str, ...]:
+        found: list[str] = []
+        for term in self._lexicon.expand(word):
+            if term in self._vocabulary:
+                found.append(term)
+            else:
+                found.extend(self._roots.get(english_root(term), ()))
+        return _unique(found)
 
 
 def _unique(tokens: Iterable[str]) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from taskyard_broker_agent.routing.lexicon import Lexicon, builtin_lexicon
+from taskyard_broker_agent.routing.lexicon import CatalogExpander, Lexicon, builtin_lexicon
 from taskyard_broker_agent.routing.ngrams import FuzzyVocabulary
 from taskyard_broker_agent.routing.parts import merge_parts, sentences
 from taskyard_broker_agent.routing.text import (
@@ -173,6 +173,8 @@ class RulesRouter:
         self._idf = {term: _idf(count, n) for term, count in df.items()}
         self._phrase_lengths = sorted({len(p) for profile in self._profiles for p in profile.phrases})
         self._fuzzy = FuzzyVocabulary(t for profile in self._profiles for t in profile.terms)
+        vocabulary = (t for t in self._idf if isinstance(t, str))
+        self._expander = CatalogExpander(self._lexicon, vocabulary) if self._lexicon is not None else None
 
     def _counts(self, text: str) -> tuple[list[str], dict[str, float], list[_Expansion]]:
         """The request's tokens; their frequencies (lead words weighted up, an unknown word counted as its
@@ -207,9 +209,7 @@ class RulesRouter:
 
     def _expanded(self, word: str) -> tuple[str, ...]:
         """The catalog terms ``word`` stands for through the lexicon (none without one)."""
-        if self._lexicon is None:
-            return ()
-        return tuple(term for term in self._lexicon.expand(word) if term in self._idf)
+        return self._expander.expand(word) if self._expander is not None else ()
 
     def _with_expansions(
         self, profile: _Profile, counts: dict[str, float], expansions: list[_Expansion]
