@@ -9,7 +9,7 @@ holds common task vocabulary, one concept per line, and this module matches requ
   ``ubersetz``), which absorbs inflections without a stemmer per language; the longest key wins;
 - **exact**: keys shorter than 4 letters, and keys written with a trailing ``$``, only match whole words
   (``kod``, ``iva``; ``stelle$`` must not match ``stellen``);
-- **compounds**: a long word (German, Dutch) also counts every key of 5 letters or more found inside it
+- **compounds**: a long word (12 letters or more: German, Dutch) also counts every key of 5 letters or more found inside it
   after its start (``reisekostenabrechnung`` → travel … expense);
 - **no-space scripts** (Chinese, Japanese, Korean): keys are found inside the run of characters, longest
   first (``コードレビュー`` → code, review).
@@ -31,7 +31,7 @@ from taskyard_broker_agent.routing.text import is_no_space_script, normalize, to
 MIN_PREFIX = 4
 # Keys found inside a long word (compounds): long keys only, in words long enough to be compounds.
 MIN_INFIX = 5
-MIN_COMPOUND = 10
+MIN_COMPOUND = 12
 # A compound's first part has at least this many letters: "re" + "search" is one English word, no compound.
 MIN_HEAD = 3
 _EXACT_MARK = "$"

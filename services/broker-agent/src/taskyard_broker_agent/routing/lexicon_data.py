@@ -12,25 +12,25 @@ Add concepts freely; keep keys long enough not to be the start of unrelated word
 """
 
 LEXICON = """
-summarize summary condense: zusammenfass zusammen$ kurzfass resumen resumir resuma resumo resumer resumez riassum riassun sintesi sintetiz samenvat streszcz stresc podsumow ozet$ ozetle 要約 まとめ 总结 概括 摘要 總結 кратко резюмир изложен gist synopsis
+summarize summary condense: zusammenfass zusammen$ kurzfass resumen resumir resuma resumo resumer resumez riassum riassun sintesi sintetiz samenvat streszcz stresc podsumow ozet$ ozetle 要約 まとめ 总结 概括 摘要 總結 кратко резюмир изложен gist synopsis takeaway recap tldr shorten
 translate translation localize language: ubersetz uebersetz tradu vertaal vertal tłumacz przetłumacz 翻訳 翻译 翻譯 перевед перевод перевест translat cevir
-review check verify: pruf$ prufe prufen uberpruf kontroll verifi revis relis relire controle controleer nakijk sprawdz przejrz 確認 チェック レビュー 审查 审核 检查 审阅 провер kontrol audit inspect proofread assess verif
+review check verify: pruf$ prufe prufen uberpruf kontroll verifi revis relis relire controle controleer nakijk sprawdz przejrz 確認 チェック レビュー 审查 审核 检查 审阅 провер kontrol audit inspect proofread assess verif evaluat critique
 write draft: schreib verfass ecri redig redacta escrib escrev scriv schrijf schrijv napisz pisz 書い 書く 书写 撰写 写一 напиш yaz$ yazin compose
 create make: erstell cree$ creer crea$ crear crie$ criar creare maak maken stworz utworz 作っ 作成 制作 创建 созда generat
 explain explanation: erklar explique expliqu explica spiega spieg uitleg wyjasn objasn 説明して 解释 解釋 объясн acikla clarif
 compare comparison: vergleich compar confront vergelijk porown 比較 比较 сравн karsilastir
-find search look: suche suchen durchsuch finde$ finden cherch busca buscar procur pesquis cercare trova zoek szuk wyszuk znajdz 検索 探して 搜索 查找 寻找 найд поиск ara$ bul$ search lookup
+find search look: suche suchen durchsuch finde$ finden cherch busca buscar procur pesquis cercare trova zoek szuk wyszuk znajdz 検索 探して 搜索 查找 寻找 найд поиск ara$ bul$ search lookup google
 research investigate: forsch untersuch recherch investig indag onderzo zbadaj badani 調査 研究 调研 调查 исслед
 source cite citation: quelle quellen fuente fonte fonti bron$ bronnen zrodl zrodł 出典 引用 来源 出处 источник referenc kaynak
 documentation docs: dokumentation documentation documentacion documentacao documentazion documentatie dokumentacj ドキュメント 文档 документац
 website web page: webseit internetseit sitio$ pagina strona ウェブ 网站 网页 сайт
-calculate compute: berechn rechne calcul bereken oblicz policz 計算 计算 посчит вычисл расчит рассчит arithmet
+calculate compute: berechn rechne calcul bereken oblicz policz 計算 计算 посчит вычисл расчит рассчит arithmet multipl
 total amount: summe gesamt betrag montant importe importo bedrag kwot 合計 金额 合计 总额 сумм итог
 tax vat: steuer mwst mehrwertsteuer umsatzsteuer tva$ iva$ btw$ podat 税金 消費税 增值税 税额 налог ндс kdv$ vergi
 invoice bill: rechnung factur fattur fatura faktur 請求書 发票 счет$ счета счёт billing
 receipt: beleg quittung kassenbon recu$ recibo ricevut bonnetje paragon 領収書 レシート 收据 小票 чек$ квитанц fis$ fisi$ makbuz
 expense cost: ausgabe kosten spesen frais depens gasto despes spese onkost koszt wydatk 経費 費用 费用 开支 支出 расход затрат spend spent outlay
-reimbursement reimburse refund: erstatt ruckerstatt rembours reembols rimbors terugbetal vergoed zwrot 払い戻 返金 精算 退款 报销 возмещ возврат iade$ repay
+reimbursement reimburse refund: erstatt ruckerstatt rembours reembols rimbors terugbetal vergoed zwrot 払い戻 返金 精算 退款 报销 возмещ возврат iade$ repay chargeback
 travel trip: reise dienstreis fahrt voyage deplacement viaje viagem viaggi trasfert reis$ reizen podroz delegacj 出張 旅行 出差 差旅 командировк поездк
 policy rule: richtlini politik politique politica beleid polityk zasad 規定 ポリシー 政策 规定 制度 политик правил guideline
 contract agreement: vertrag vereinbar contrat contrato contratt overeenkomst acuerdo acordo accordo umow kontrakt 契約 合同 协议 合约 договор соглашен sozlesme
@@ -51,11 +51,11 @@ query: abfrage requete consulta interrogazion zapytan クエリ 查询 запр�
 table: tabelle tableau tabla tabela tabella tabel$ テーブル 数据表 表格 таблиц
 report: bericht rapport informe relatorio rapporto raport 報告 レポート 报告 报表 отчет отчёт rapor$
 sales revenue: umsatz verkauf vente ventas vendas vendit omzet verkoop sprzedaz przychod 売上 销售 营收 销量 продаж выручк
-customer client: kunde kunden client cliente klant klient 顧客 客户 клиент musteri
+customer client: kunde kunden client cliente klant klient 顧客 客户 клиент musteri buyer shopper subscriber
 user: nutzer benutzer utilisateur usuario utente gebruiker uzytkown ユーザー 用户 пользовател
 signup registration: registrier anmeldung inscri registro cadastr iscri aanmeld rejestr 登録 注册 регистрац
 code program function: quellcode codigo codice programm programa funktion fonction funcion funcao funzion functie funkcj kod$ kodu$ コード 代码 程序 函数 関数 код$ кода$ функци script snippet
-bug error: fehler erreur errore fout$ fouten bład błąd błed バグ エラー 错误 漏洞 缺陷 ошибк hata$ hatas defect glitch
+bug error: fehler erreur errore fout$ fouten bład błąd błed バグ エラー 错误 漏洞 缺陷 ошибк hata$ hatas defect glitch crash
 security vulnerability: sicherheit securit segurid seguranc sicurezz beveilig bezpiecz セキュリティ 脆弱性 安全 漏洞 безопасн уязвим vulnerab exploit
 improve refactor: verbesser refaktor amelior mejora melhor miglior rifattoriz verbeter ulepsz 改善 改进 优化 重构 リファクタ улучш рефактор optimiz optimise optimisa enhanc
 test: teste$ testen prueba pruebe testar testa$ testar 测试 テスト тест
@@ -71,6 +71,7 @@ email letter message: mail$ lettre carta$ nachricht mensaje mensagem messaggio w
 meeting: besprechung sitzung reunion reuniao riunion vergader spotkan 会議 会议 совещан встреч
 complaint: beschwerd reklamation plainte reclam klacht reklamacj 苦情 クレーム 投诉 жалоб sikayet grievance
 support helpdesk: kundendienst soporte suporte assistenza ondersteun wsparci サポート 客服 支持 поддержк
+cancel cancellation: kundig storn annul anular cancelar opzeg anuluj rezygn 解約 キャンセル 取消 退订 отмен
 order: bestellung commande pedido ordine bestelling zamowien 注文 订单 заказ siparis
 delivery shipping: lieferung versand livraison entrega envio consegna spedizion levering bezorg dostaw 配送 配達 发货 快递 доставк teslimat kargo
 account login: konto compte cuenta conta$ anmelden connexion accesso inlog zalogow logowan ログイン アカウント 账户 账号 登录 аккаунт учетн вход
