@@ -10,6 +10,7 @@ The model: any endpoint (``endpoint``: base URL and model; the key from ``TASKYA
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -131,10 +132,14 @@ async def start_services(
     cluster.env.update(llm.env(timeout_s))
     # The harness measures the work, not the API's limits.
     cluster.env.update({"TASKYARD_API_RATE_LIMIT_PER_SECOND": "0", "TASKYARD_API_RATE_LIMIT_BURST": "0"})
-    await cluster.start_api()
-    await cluster.start_broker_agent()
-    for name in specialists:
-        await cluster.start_worker(name, **site.worker_env())
+    # Started together: each spends its start-up importing and connecting, not waiting on the others (on a
+    # crowded machine that is slower for each, hence the longer readiness limit).
+    cluster.ready_timeout = max(cluster.ready_timeout, 180.0)
+    await asyncio.gather(
+        cluster.start_api(),
+        cluster.start_broker_agent(),
+        *(cluster.start_worker(name, **site.worker_env()) for name in specialists),
+    )
 
 
 @asynccontextmanager
