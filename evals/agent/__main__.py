@@ -36,7 +36,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "model make up runs (the default otherwise; `make local-model` prepares it); dev: the scripted "
         "development server (proves the harness, figures meaningless)",
     )
-    parser.add_argument("--base-url", default=os.environ.get("TASKYARD_LLM_BASE_URL"))
+    parser.add_argument(
+        "--base-url", default=os.environ.get("TASKYARD_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+    )
     parser.add_argument("--model", default=os.environ.get("TASKYARD_LLM_MODEL"))
     parser.add_argument("--catalog", type=Path, default=Path("specialists.yaml"))
     parser.add_argument("--specialist", action="append", help="only this specialist's cases (repeatable)")
@@ -53,6 +55,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--route", choices=["explicit", "auto"], default="explicit",
         help="explicit: each case to its specialist (default); auto: the broker agent routes it",
     )  # fmt: skip
+    parser.add_argument(
+        "--api-url",
+        help="a taskyard already running (make up: http://127.0.0.1:8000): only submit to it; its workers "
+        "must allow the fixture site (see --site-port) for the research cases; key from TASKYARD_API_KEY",
+    )
+    parser.add_argument(
+        "--site-port", type=int, default=0, help="the fixture site's port (default: a free one)"
+    )
     parser.add_argument("--failures", action="store_true", help="list every failed case and why")
     parser.add_argument("--json", type=Path, help="write every outcome and the summary to this file")
     parser.add_argument("--markdown", type=Path, help="append the table, dated, to this markdown file")
@@ -60,7 +70,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--logs", type=Path, help="keep the services' logs here (default: a temporary folder)"
     )
     args = parser.parse_args(argv)
-    if args.llm is None:
+    if args.api_url:
+        args.llm = "stack"  # whatever model the running stack was given
+    elif args.llm is None:
         args.llm = "endpoint" if args.base_url else "local"
     return args
 
@@ -106,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
 async def _run(
     args: argparse.Namespace, cases: list[Case], specialists: list[str], log_dir: Path
 ) -> tuple[list[Outcome], str]:
-    amqp_url, db_url = service_urls()
     done = 0
 
     def progress(outcome: Outcome) -> None:
@@ -118,8 +129,18 @@ async def _run(
             flush=True,
         )
 
+    if args.api_url:
+        key = os.environ.get("TASKYARD_API_KEY")
+        with serve_site(port=args.site_port) as site:
+            print(f"fixture site at {site.base_url}: the stack's workers need {site.worker_env()}")
+            outcomes = await run_cases(
+                args.api_url, cases, site.base_url, headers={"Authorization": f"Bearer {key}"} if key else None,
+                concurrency=args.concurrency, timeout_s=args.timeout, route=args.route, progress=progress,
+            )  # fmt: skip
+        return outcomes, f"of the stack at {args.api_url}"
+    amqp_url, db_url = service_urls()
     async with model_server(args.llm, log_dir, base_url=args.base_url, model=args.model) as llm:
-        with serve_site() as site:
+        with serve_site(port=args.site_port) as site:
             async with running_taskyard(
                 llm, site, args.catalog, specialists, log_dir,
                 amqp_url=amqp_url, db_url=db_url, timeout_s=args.llm_timeout,

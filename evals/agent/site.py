@@ -82,11 +82,11 @@ class FixtureSite:
 
 
 @contextmanager
-def serve_site(root: Path = SITE_DIR) -> Iterator[FixtureSite]:
-    """The site on a free loopback port, in a thread, for the duration of the block."""
+def serve_site(root: Path = SITE_DIR, port: int = 0) -> Iterator[FixtureSite]:
+    """The site on loopback (``port``; 0: a free one), in a thread, for the duration of the block."""
     # A handler class of this server's own: its pages and hits are not shared with another site.
     handler: type[_Handler] = type("SiteHandler", (_Handler,), {"pages": {}, "hits": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     site = FixtureSite(server, handler)
     handler.pages = load_pages(site.base_url, root)
     thread = threading.Thread(target=server.serve_forever, name="fixture-site", daemon=True)
