@@ -29,7 +29,7 @@ _NUMBER_WORDS = {
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30,
     "forty": 40, "fifty": 50, "hundred": 100, "dozen": 12, "half": 0.5,
 }  # fmt: skip
-_GROUPED = re.compile(r"(?<![\w.,])\d{1,3}(?:[.\u00a0 ]\d{3})+(?![\w,]|\.\d)")
+_GROUPED = re.compile(r"(?<![\w.,])\d{1,3}(?:[.\u00a0\u202f ]\d{3})+(?![\w,]|\.\d)")
 _DECIMAL_COMMA = re.compile(r"(?<![\w.,])\d+,\d{1,2}(?!\d)")
 _URL = re.compile(r"https?://[^\s<>\"'\])]+")
 
@@ -51,11 +51,35 @@ def tool_call_text(answer: str) -> bool:
 
 
 def check_number(answer: str, expected: str) -> list[str]:
-    """The exact expected number appears in the answer (as a number, not as part of another one)."""
+    """The exact expected number appears in the answer (as a number, not as part of another one), written
+    as English does (``8,772.5``) or as the answer's language may (``8 772``, ``8.772``, ``8772,5``)."""
     want = Decimal(expected).normalize()
-    if want in numbers_in(answer):
+    if want in numbers_in(answer) or any(_written(answer, s) for s in _spellings(want)):
         return []
     return [f"expected the number {expected}, found {_short(numbers_in(answer))}"]
+
+
+def _spellings(value: Decimal) -> list[str]:
+    """Other languages' spellings: thousands grouped by a space, a no-break space or a dot; a decimal comma."""
+    text = format(value, "f")
+    whole, _, fraction = text.partition(".")
+    sign = "-" if whole.startswith("-") else ""
+    digits = whole.lstrip("-")
+    groups = [digits[max(0, i - 3) : i] for i in range(len(digits), 0, -3)][::-1]
+    spellings = []
+    for separator in (" ", "\u00a0", "\u202f", "."):
+        grouped = sign + separator.join(groups)
+        if fraction and separator != ".":
+            spellings.append(f"{grouped},{fraction}")
+        elif not fraction and len(groups) > 1:
+            spellings.append(grouped)
+    if fraction:
+        spellings.append(f"{whole},{fraction}")
+    return list(dict.fromkeys(spellings))
+
+
+def _written(answer: str, spelling: str) -> bool:
+    return re.search(rf"(?<![\w.,]){re.escape(spelling)}(?![\w]|[.,]\d)", answer) is not None
 
 
 def check_facts(answer: str, facts: Sequence[Sequence[str]]) -> list[str]:
@@ -100,9 +124,18 @@ def check_no_new_numbers(answer: str, source: str) -> list[str]:
     return [f"numbers not in the source: {_short(extra)}"] if extra else []
 
 
+# The names a label's line may go by: the support-analyst is asked for "urgency", models often say "priority".
+LABEL_NAMES = {
+    "urgency": ("urgency", "urgency level", "priority"),
+    "category": ("category", "issue category"),
+}
+
+
 def field_value(answer: str, name: str) -> str | None:
-    """The value of a labelled line (``Category: Billing``, ``**Urgency**: high``, ``- urgency - high``)."""
-    label = re.escape(name).replace(r"\ ", r"[\s_-]+")
+    """The value of a labelled line (``Category: Billing``, ``**Urgency**: high``, ``- urgency - high``),
+    under the label's name or one of its ``LABEL_NAMES``."""
+    names = LABEL_NAMES.get(name, (name,))
+    label = "(?:" + "|".join(re.escape(n).replace(r"\ ", r"[\s_-]+") for n in names) + ")"
     pattern = rf"^[\s>*#|-]*(?:\d+[.)]\s*)?[*_]*{label}[*_]*\s*(?:[:=|\-\u2013]|\*\*:)\s*[*_]*\s*(.+)$"
     match = re.search(pattern, answer, re.IGNORECASE | re.MULTILINE)
     if match is None:

@@ -23,6 +23,12 @@ SITE = "http://127.0.0.1:8765"
         ("It is 1395.", "395", False),
         ("12.5 and 7", "125", False),
         ("I cannot compute that.", "8000", False),
+        # Other languages' spellings of the same number.
+        ("Das Ergebnis ist 1.606.", "1606", True),
+        ("Итого: 8 772", "8772", True),
+        ("Cela fait 49,5.", "49.5", True),
+        ("18 772", "8772", False),
+        ("1.606,5", "1606", False),
     ],
 )
 def test_check_number(answer: str, expected: str, ok: bool) -> None:
@@ -99,6 +105,11 @@ def test_other_languages_number_spellings_count_as_the_source() -> None:
 def test_triage_labels_in_the_usual_layouts(answer: str) -> None:
     assert checks.check_label(answer, "category", ["billing", "payment", "payments"]) == []
     assert checks.check_urgency(answer, ["high"]) == []
+
+
+def test_urgency_may_be_called_priority() -> None:
+    assert checks.check_urgency("**Priority:** High", ["high"]) == []
+    assert checks.check_urgency("Urgency level: low", ["high"]) != []
 
 
 def test_triage_labels_fail_when_wrong_or_missing() -> None:

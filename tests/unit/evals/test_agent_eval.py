@@ -125,7 +125,9 @@ def test_the_report_groups_and_prints_the_figures() -> None:
 
 def test_the_command_line_picks_the_model_and_the_cases(catalog: Catalog, monkeypatch) -> None:
     monkeypatch.delenv("TASKYARD_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     assert parse_args([]).llm == "local"
+    assert parse_args(["--api-url", "http://127.0.0.1:8000"]).llm == "stack"
     assert parse_args(["--base-url", "http://llm:8000/v1"]).llm == "endpoint"
     cases = load_cases(catalog)
     chosen = select(
