@@ -131,7 +131,13 @@ async def start_services(
     """The API, the broker agent and a worker per specialist, on ``llm``, the workers allowed the site."""
     cluster.env.update(llm.env(timeout_s))
     # The harness measures the work, not the API's limits.
-    cluster.env.update({"TASKYARD_API_RATE_LIMIT_PER_SECOND": "0", "TASKYARD_API_RATE_LIMIT_BURST": "0"})
+    cluster.env.update(
+        {
+            "TASKYARD_API_RATE_LIMIT_PER_SECOND": "0",
+            "TASKYARD_API_RATE_LIMIT_BURST": "0",
+            "TASKYARD_API_READ_RATE_LIMIT_PER_SECOND": "0",
+        }
+    )
     # Started together: each spends its start-up importing and connecting, not waiting on the others (on a
     # crowded machine that is slower for each, hence the longer readiness limit).
     cluster.ready_timeout = max(cluster.ready_timeout, 180.0)
