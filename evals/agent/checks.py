@@ -189,7 +189,8 @@ def _same(found: Any, expected: Any) -> bool:
 
 def _norm(value: Any) -> str:
     text = " ".join(str(value).lower().split()).strip(" .")
-    number = re.fullmatch(r"[€$£]?\s*(-?[\d,]+(?:\.\d+)?)\s*(?:[a-z]{3}|%)?", text)
+    # A number with a currency or unit around it ("€349", "95 euros", "8.50eur") is the number; "14c" is not.
+    number = re.fullmatch(r"[€$£]?\s*(-?[\d,]+(?:\.\d+)?)(?:\s*%|\s*[a-z]{3}|\s+[a-z]{1,6})?", text)
     if number is not None and re.search(r"\d", number.group(1)):
         try:
             return format(Decimal(number.group(1).replace(",", "")).normalize(), "f")

@@ -131,6 +131,8 @@ def test_check_fields() -> None:
     assert checks.check_fields(answer, {"currency": "EUR"}) == ["field 'currency' missing"]
     assert checks.check_fields("Name: Maria", {"name": "Maria"}) == ["no JSON object in the answer"]
     assert checks.check_fields('{"order": "A-1043"}', {"order": "B-1043"}) != []
+    assert checks.check_fields('{"price": "95 euros", "code": "04109"}', {"price": 95, "code": "04109"}) == []
+    assert checks.check_fields('{"seat": "14A"}', {"seat": "14C"}) != []
     assert checks.check_fields('Here: {"name": "Maria Lindqvist"} done', {"name": "maria  lindqvist"}) == []
 
 
