@@ -143,6 +143,8 @@ def bare() -> Catalog:
         ("Prüfe diesen Vertrag auf riskante Klauseln", "contracts"),
         ("Sprawdź tę umowę i wskaż niekorzystne zapisy", "contracts"),
         ("请审阅这份合同", "contracts"),
+        ("이 계약서를 검토해 주세요", "contracts"),
+        ("Översätt den här texten till engelska", "translator"),
         ("Prepara preguntas para la entrevista de trabajo", "hiring"),
     ],
 )

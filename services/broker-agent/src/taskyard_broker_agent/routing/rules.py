@@ -1,7 +1,7 @@
 """The deterministic router: lexical scoring of the request against the catalog, no LLM.
 
 It is the fallback when the LLM fails, is not configured or is overruled by the directive guard, so it must
-be pure, fast and predictable. Two signals, added up per specialist:
+be pure, fast and predictable. Three signals, added up per specialist:
 
 - **words** (BM25-like): each specialist is a small "document" made of its name, description, keywords
   and example requests; a request term contributes ``field weight x idf x saturated term frequency``.
@@ -11,10 +11,8 @@ be pure, fast and predictable. Two signals, added up per specialist:
   ("key points", "look up") only match as phrases.
 - **character n-grams** (``ngrams.py``): a request word no specialist has counts as the closest profile
   word by character trigrams, which still works through typos and inflections.
-- **cross-lingual expansion** (``lexicon.py``): a request word no specialist has, in another language or
-  an English synonym, counts as the English words of its concept in the built-in lexicon
-  (``Übersetze`` → translate), at ``EXPANSION_WEIGHT``; the catalog needs no ``examples`` in other
-  languages for this.
+- **cross-lingual expansion** (``lexicon.py``): such a word in another language (or an English synonym)
+  counts as its concept's English words (``Übersetze`` → translate): no ``examples`` needed for that.
 
 When even the best specialist scores below a calibrated threshold, the request goes to the catalog's
 fallback: a weak match is a guess, and the fallback is the specialist meant for what nothing else covers.
