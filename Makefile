@@ -128,8 +128,10 @@ check-packages:
 
 # The routing evaluation (evals/routing, results in docs/routing.md): the rules router in-process (no
 # services), and the broker agent's LLM router when TASKYARD_LLM_BASE_URL (or an API key) is set.
+# Two sets, reported separately: the shipped catalog's and heldout/ (its own catalog, never tuned on).
 # EVAL_ARGS="--router rules" for the rules alone, "--sample 3" for a quick run on a slow endpoint,
-# "--split held-out", "--misses" to list every wrong decision, "--json FILE" for every decision.
+# "--set heldout", "--split held-out", "--no-examples", "--misses" to list every wrong decision,
+# "--json FILE" for every decision.
 .PHONY: eval-routing
 EVAL_ARGS ?=
 eval-routing:
