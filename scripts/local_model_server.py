@@ -33,6 +33,9 @@ _TEMPLATE = "chat_template.default"  # the handler llama-cpp-python builds from 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _OPEN = "<tool_call>"
 _OPENING_CALL = re.compile(r"\s*(?:```(?:json)?\s*)?\{")
+_ENVELOPE = re.compile(r'\{\s*"name"\s*:')  # where a call's object may start inside a reply
+_CLOSING = re.compile(r"[\s}`]*")  # what may follow a closing call: stray braces, a fence's end
+_FENCE_OPEN = re.compile(r"```(?:json)?\s*\Z")
 
 
 def _with_object_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -78,7 +81,10 @@ def parse_calls(content: str, tool_names: set[str]) -> tuple[list[dict[str, Any]
 
     The template asks for ``<tool_call>`` blocks. A small model sometimes opens its reply with the same
     object in a fenced JSON block, or bare, instead: a reply that opens with a call to an offered tool is
-    taken as that call, and what follows it (its guess at the result) is dropped.
+    taken as that call, and what follows it (its guess at the result) is dropped. It also works the sum out
+    in its head and then closes with the call (recorded: "... the final answer is 395.\n\n{"name":
+    "calculator", ...}"): a reply that ends with a call to an offered tool is that call too, and the text
+    before it (an unchecked guess) is kept as the reply's text.
     """
     blocks = _TOOL_CALL.findall(content)
     if blocks:
@@ -93,26 +99,45 @@ def parse_calls(content: str, tool_names: set[str]) -> tuple[list[dict[str, Any]
             calls.append(call)
         return calls, _TOOL_CALL.sub("", content).strip()
     opening = _OPENING_CALL.match(content)
-    if opening is None:
-        return None
+    if opening is not None:
+        call = _offered_call_at(content, opening.end() - 1, tool_names)
+        return ([call[0]], "") if call is not None else None
+    return _closing_call(content, tool_names)
+
+
+def _offered_call_at(content: str, start: int, tool_names: set[str]) -> tuple[dict[str, Any], int] | None:
+    """The call to an offered tool whose JSON object starts at ``start``, and where it ends; or None."""
     try:
-        obj, _ = json.JSONDecoder().raw_decode(content, opening.end() - 1)
+        obj, end = json.JSONDecoder().raw_decode(content, start)
     except ValueError:
         return None
     call = _call(obj)
     if call is None or call["function"]["name"] not in tool_names:
         return None
-    return [call], ""
+    return call, end
+
+
+def _closing_call(content: str, tool_names: set[str]) -> tuple[list[dict[str, Any]], str] | None:
+    """A reply that ends with a call: after the object only closing braces, a fence's end or space."""
+    for envelope in _ENVELOPE.finditer(content):
+        found = _offered_call_at(content, envelope.start(), tool_names)
+        if found is not None and _CLOSING.fullmatch(content, found[1]):
+            before = _FENCE_OPEN.sub("", content[: envelope.start()]).strip()
+            return [found[0]], before
+    return None
 
 
 # The GBNF around the tool-call envelope's own grammar (``tool_call_schema`` through llama-cpp-python's
-# converter): a reply is either calls in the template's ``<tool_call>`` blocks, each one envelope of an offered
-# tool, or text that opens with neither ``<``, ``{{`` (the doubled braces issue 20 saw stored as answers) nor a space.
+# converter): a reply is calls in the template's ``<tool_call>`` blocks, each one envelope of an offered tool,
+# or text, which may end with such blocks. The text opens with neither ``<`` nor a space, and holds no ``{{``
+# anywhere: the doubled braces issue 20 saw stored as answers, which the model also wrote after an answer
+# worked out in its head (recorded with this grammar's first version, which only held the opening). A call it
+# still writes as text after its answer is a single-brace object, which ``parse_calls`` reads.
 # Rule names carry a ``tyd-`` prefix so they cannot meet the converter's (named after schema properties).
-_ANSWER_OR_CALLS = r"""root ::= tyd-calls | tyd-answer
+_ANSWER_OR_CALLS = r"""root ::= tyd-calls | tyd-answer tyd-calls?
 tyd-calls ::= ("<tool_call>\n" tyd-call "\n</tool_call>" "\n"?)+
-tyd-answer ::= [^<{ \t\n] tyd-text | "{" [^{] tyd-text
-tyd-text ::= [^\x00]*
+tyd-answer ::= [^<{ \t\n\x00] tyd-text | "{" [^{\x00] tyd-text
+tyd-text ::= ([^{\x00] | "{" [^{\x00])* "{"?
 """
 
 

@@ -87,6 +87,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--n", type=int, default=1, help="samples (seeds) per request")
     parser.add_argument("--only", type=int, nargs="*", help="indexes of REQUESTS to run")
+    parser.add_argument("--modes", nargs="*", choices=["raw", "grammar"], default=["raw", "grammar"])
     args = parser.parse_args()
 
     from llama_cpp import Llama
@@ -105,7 +106,7 @@ def main() -> int:
     for request in requests:
         messages = [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": request}]
         for seed in range(1, args.n + 1):
-            for mode in ("raw", "grammar"):
+            for mode in args.modes:
                 grammar = server._constrained([CALCULATOR]) if mode == "grammar" else None
                 started = time.monotonic()
                 response = template(

@@ -52,6 +52,37 @@ def test_a_reply_that_opens_with_a_call_to_an_offered_tool_is_that_call(content:
     assert text == ""  # the model's guess at the result is not an answer
 
 
+# Recorded from the local model (scripts/record_tool_replies.py, seed 1): "What is 17 * 23 + 4? Use the
+# calculator." without a grammar, then with the grammar's first version (which held only the opening).
+WORKED_OUT = "Here's the step-by-step calculation:\n\n1. First, calculate 17 * 23:\n   17 * 23 = 391\n\n"
+RECORDED_CLOSING_CALLS = [
+    WORKED_OUT + "So, the final answer is 395.\n\nHere's the JSON object representing this calculation:\n\n"
+    '```json\n{\n  "name": "calculator",\n  "arguments": {\n    "expression": "17 * 23 + 4"\n  }\n}\n```',
+    WORKED_OUT + "Therefore, the final answer is 395.\n\n"
+    '{"name": "calculator", "arguments": {"expression": "17 * 23 + 4"}}}',
+]
+
+
+@pytest.mark.parametrize("content", RECORDED_CLOSING_CALLS)
+def test_a_reply_that_closes_with_a_call_is_that_call(content: str):
+    calls, text = server.parse_calls(content, TOOLS)
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"expression": "17 * 23 + 4"}]
+    assert text.startswith(WORKED_OUT.strip()) and "calculator" not in text and "```" not in text
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        # Text after the object: an example the answer shows, not a call.
+        'Call it like this: {"name": "calculator", "arguments": {"expression": "1+1"}} and it answers 2.',
+        'The JSON is {"name": "weather", "arguments": {}}',  # not an offered tool
+        'You wrote {"name": "calculator"',  # cut off
+    ],
+)
+def test_an_object_inside_or_not_a_call_stays_text(content: str):
+    assert server.parse_calls(content, TOOLS) is None
+
+
 @pytest.mark.parametrize(
     "content",
     [

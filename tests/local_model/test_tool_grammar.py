@@ -41,12 +41,13 @@ def test_the_envelope_schema_takes_only_offered_tools_and_their_parameters():
 def test_the_reply_grammar_wraps_the_envelope_rules():
     envelope = 'arguments ::= "{" space "}"\nroot ::= "{" space arguments "}"\nspace ::= " "?'
     grammar = server.tool_grammar(envelope)
-    assert grammar.startswith("root ::= tyd-calls | tyd-answer\n")
+    assert grammar.startswith("root ::= tyd-calls | tyd-answer tyd-calls?\n")
     assert 'tyd-call ::= "{" space arguments "}"' in grammar
     assert grammar.count("root ::=") == 1
-    # A call only in the template's blocks; an answer never opens with "<", "{{" or a space.
+    # A call only in the template's blocks; an answer never opens with "<" or a space, and holds no "{{".
     assert 'tyd-calls ::= ("<tool_call>\\n" tyd-call "\\n</tool_call>" "\\n"?)+' in grammar
-    assert 'tyd-answer ::= [^<{ \\t\\n] tyd-text | "{" [^{] tyd-text' in grammar
+    assert 'tyd-answer ::= [^<{ \\t\\n\\x00] tyd-text | "{" [^{\\x00] tyd-text' in grammar
+    assert 'tyd-text ::= ([^{\\x00] | "{" [^{\\x00])* "{"?' in grammar
 
 
 def test_an_envelope_grammar_without_root_is_refused():

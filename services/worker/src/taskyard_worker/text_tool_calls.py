@@ -23,6 +23,7 @@ _FENCE = re.compile(r"```[A-Za-z_]*\s*\n?(.*?)```", re.DOTALL)
 # A content mentions a call envelope: a "name" key next to an "arguments"/"parameters" key, or a tag.
 _NAME_KEY = re.compile(r"[\"']name[\"']\s*:")
 _ARGS_KEY = re.compile(r"[\"'](?:arguments|parameters)[\"']\s*:")
+_ENVELOPE_START = re.compile(r"\{\{?\s*\"name\"\s*:")
 
 
 class Verdict(StrEnum):
@@ -48,14 +49,31 @@ def looks_like_tool_call(content: str) -> bool:
 
 
 def _candidates(content: str) -> list[str]:
-    """The texts that may hold the envelope: the tags' insides, else the fences' insides, else it all."""
+    """The texts that may hold the envelope: the tags' insides, else the fences' insides, else a closing
+    envelope, else it all."""
     tagged = _TAG.findall(content)
     if tagged:
         return [t for t in tagged if t.strip()]
     fenced = _FENCE.findall(content)
     if fenced:
         return [f for f in fenced if f.strip()]
-    return [content]
+    closing = _closing_envelope(content)
+    return [closing] if closing is not None else [content]
+
+
+def _closing_envelope(content: str) -> str | None:
+    """The envelope a reply ends with, after text: a small model works the answer out in its head, then
+    writes the call (recorded from the local model: "... the final answer is 395.\n\n{{"name": ...}}}")."""
+    for start in _ENVELOPE_START.finditer(content):
+        if start.start() == 0:
+            return None  # the whole content is the candidate
+        tail = content[start.start() :].rstrip().rstrip("`").rstrip()
+        try:
+            _envelope(_load(tail))
+        except ValueError:
+            continue
+        return tail
+    return None
 
 
 def _undouble(text: str) -> list[str]:
