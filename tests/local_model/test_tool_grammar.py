@@ -1,7 +1,9 @@
 """The grammar the local model server holds a reply to when tools are offered, built without the model.
 
 Only the pure parts: the envelope's JSON schema and the GBNF around it. llama-cpp-python's converter and the
-model are not in taskyard's environment; the grammar has not been run against the model here."""
+model are not in taskyard's environment. What the model writes under it was recorded with
+scripts/record_tool_replies.py (fixtures/recorded_replies.json, read in test_recorded_replies.py), and issue
+20's tasks run end to end in test_tool_call_tasks.py (make test-local-model)."""
 
 from __future__ import annotations
 
