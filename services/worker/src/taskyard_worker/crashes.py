@@ -9,21 +9,19 @@ re-publication carries on:
 
 - after its first crash a message goes back to its main queue, through a delay tier (the dead worker's lease
   must run out before it can start anyway), and runs among the others, concurrently;
-- once it was in flight for ``SUSPECT_AFTER_CRASHES`` crashes it is a suspect: held for a lease (so that it
-  does not wait in quarantine for the dead worker's lease, where a crash of its worker would count), then
-  moved to the quarantine queue, where it runs alone;
-- a message that crashed ``delivery limit + 2`` workers (the most the old design allowed: one crash from the
-  main queue, then the quarantine queue's limit) is not run again: it is rejected with requeue, which every
-  RabbitMQ version counts toward the delivery limit, until the quarantine queue dead-letters it (reason
-  ``delivery_limit``). The poison message therefore kills no more workers than before.
+- once it was in flight for ``SUSPECT_AFTER_CRASHES`` crashes it is a suspect: moved to the quarantine
+  queue, where it runs alone and the queue's delivery limit dead-letters it if it keeps killing (reason
+  ``delivery_limit``);
+- a quarantine delivery past ``crash_budget`` crashes (two, then the quarantine queue's limit: where RabbitMQ
+  3.x and 4.0-4.2 dead-letter it anyway, since they count a dead channel's returns) is not run again but
+  rejected with requeue, which the broker counts on every version, until the queue dead-letters it.
 
 A poison message crashes every worker that runs it, so it reaches the quarantine after two deliveries; an
-innocent one only when it was in flight on the same worker at both of the poison's runs. That is what the
-first re-run must make unlikely: the messages of one crash come back together, and would all run beside the
-poison again. So each is held a random while (up to ``SPREAD_MAX_SECONDS``, at most a lease) before it is
-republished to a delay tier: the tier adds the same delay to all, the holds spread their returns. Holding the
-redelivered copy costs nothing if this worker dies meanwhile: that copy's count is its header plus one
-again, since only a republished copy carries a higher count.
+innocent one only when it was in flight on the same worker at both of the poison's runs. The messages of one
+crash come back together and would all run beside the poison again, so each draws one of the first
+``SPREAD_TIERS`` delay tiers that last at least a lease. Every move is immediate (publish, then ack): a
+redelivered message held unacked would count another delivery toward its queue's limit if this worker died
+too, and healthy messages would be dead-lettered from the main queue.
 
 Pure functions, unit-tested without a broker (like ``starts.py``).
 """
@@ -33,6 +31,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from taskyard_common.topology import DELAY_TIERS
 
 # The AMQP header with the number of crashes the message was in flight for (absent: none).
 CRASHES_HEADER = "taskyard-crashes"
@@ -54,37 +54,39 @@ def crash_headers(crashes: int) -> dict[str, int] | None:
     return {CRASHES_HEADER: crashes} if crashes > 0 else None
 
 
-# The longest hold before a crashed message is republished (spreads one crash's messages over this long).
-SPREAD_MAX_SECONDS = 5.0
+# How many delay tiers (the shortest ones that last at least a lease) a crashed message's re-run draws from.
+SPREAD_TIERS = 2
 
 
 @dataclass(frozen=True)
 class RunAgain:
-    """A bystander until proven otherwise: held ``hold_seconds``, then republished, the crash counted, to come
-    back to the main queue after ``delay_seconds`` (a delay tier)."""
+    """A bystander until proven otherwise: republished at once, the crash counted, to come back to the main
+    queue after ``delay_seconds`` (a delay tier)."""
 
-    hold_seconds: float
-    delay_seconds: float
+    delay_seconds: int
 
 
 @dataclass(frozen=True)
 class Isolate:
-    """A suspect: held ``hold_seconds`` (the dead worker's lease), then moved to the quarantine queue, to run
-    alone until it completes or is dead-lettered."""
-
-    hold_seconds: float
+    """A suspect: moved to the quarantine queue, to run alone until it completes or is dead-lettered."""
 
 
 def after_crash(crashes: int, lease_seconds: float, rng: random.Random | None = None) -> RunAgain | Isolate:
     """The decision for a redelivered main-queue message that was in flight for ``crashes`` crashes (≥ 1)."""
     if crashes >= SUSPECT_AFTER_CRASHES:
-        return Isolate(hold_seconds=lease_seconds)
+        return Isolate()
     # Back once the dead worker's lease can have run out (before, it would only be deferred again).
-    hold = (rng or random).uniform(0.0, min(lease_seconds, SPREAD_MAX_SECONDS))
-    return RunAgain(hold_seconds=hold, delay_seconds=lease_seconds)
+    tiers = [tier for tier in DELAY_TIERS if tier >= lease_seconds][:SPREAD_TIERS] or [DELAY_TIERS[-1]]
+    return RunAgain((rng or random).choice(tiers))
+
+
+def crash_budget(delivery_limit: int) -> int:
+    """The most crashes a message may be in flight for: two to become a suspect, then as many as the
+    quarantine queue's delivery limit lets it be delivered (``limit + 1``)."""
+    return SUSPECT_AFTER_CRASHES + delivery_limit + 1
 
 
 def crashed_too_often(crashes: int, delivery_limit: int) -> bool:
-    """Whether a message that was in flight for ``crashes`` crashes is past its budget (see above): it is
-    then not run again but rejected until its queue's delivery limit dead-letters it."""
-    return crashes >= delivery_limit + SUSPECT_AFTER_CRASHES
+    """Whether a message that was in flight for ``crashes`` crashes is past its budget: it is then not run
+    again but rejected until its queue's delivery limit dead-letters it."""
+    return crashes >= crash_budget(delivery_limit)

@@ -154,8 +154,6 @@ class WorkHandler:
         taking healthy ones with it. Publish (confirmed) first, then the helper acks: a crash in between
         duplicates."""
         decision = after_crash(crashes, self._ctx.settings.lease_seconds)
-        # Held unacked meanwhile: were this worker to die too, this copy comes back with the same count.
-        await asyncio.sleep(decision.hold_seconds)
         if isinstance(decision, Isolate):
             await self._publish(self._ctx.topology.quarantine_exchange, message, crashes=crashes)
             MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
