@@ -54,10 +54,8 @@ async def _healthy_rate(run: ChaosRun) -> float | None:
     return float(row["n"]) / float(row["span"])
 
 
-# What a worker logs when it moves a task in flight at two crashes to the quarantine queue (crashes.py).
-_QUARANTINED = re.compile(
-    r"task ([0-9a-f-]{36}): in flight for \d+ worker crashes; moved to the quarantine queue"
-)
+# What a worker logs when it moves a task to the quarantine queue (crashes.py).
+_QUARANTINED = re.compile(r"task ([0-9a-f-]{36}): [^;\n]*; moved to the quarantine queue")
 
 
 def _quarantined(run: ChaosRun) -> set[str]:

@@ -6,10 +6,12 @@ import random
 
 import pytest
 
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_worker.crashes import (
     CRASHES_HEADER,
     SPREAD_TIERS,
     SUSPECT_AFTER_CRASHES,
+    UNSTARTED_HEADER,
     Isolate,
     RunAgain,
     after_crash,
@@ -17,6 +19,9 @@ from taskyard_worker.crashes import (
     crash_headers,
     crashed_too_often,
     crashes_of,
+    started_before,
+    unstarted_returns,
+    unstarted_too_often,
 )
 
 
@@ -35,6 +40,22 @@ def test_a_header_that_is_not_a_count_counts_as_none(junk):
 def test_the_count_travels_in_a_header_only_once_there_is_one():
     assert crash_headers(0) is None
     assert crash_headers(1) == {CRASHES_HEADER: 1}
+    assert crash_headers(0, 2) == {UNSTARTED_HEADER: 2}
+    assert unstarted_returns(crash_headers(1, 2)) == 2 and unstarted_returns(None) == 0
+
+
+@pytest.mark.parametrize("status", list(TaskStatus))
+def test_only_a_task_that_was_running_counts_a_crash(status):
+    # A message that only waited in the dead worker's prefetch (its task still queued) caused nothing.
+    assert started_before(status) is (status is TaskStatus.RUNNING)
+    assert not started_before(None)
+
+
+def test_a_message_that_keeps_coming_back_unstarted_is_a_suspect_past_the_delivery_limit():
+    # What the broker would do with the same copy: a message that kills its worker before it starts
+    # cannot loop for ever.
+    assert not unstarted_too_often(2, delivery_limit=2)
+    assert unstarted_too_often(3, delivery_limit=2)
 
 
 @pytest.mark.parametrize(("lease", "tiers"), [(3, {5, 10}), (30, {30, 60}), (1, {1, 2})])

@@ -2,7 +2,12 @@
 once it is a real suspect.
 
 A worker that dies returns every unacked message on its channels (redelivered), the poison one among its
-innocent neighbours: nothing tells them apart. Running all of them one at a time (the quarantine's prefetch
+innocent neighbours: nothing tells them apart, except that many of them never started there (a prefetch
+holds twice the concurrency). A redelivered message whose task is not ``running`` never started on the dead
+worker: it counts no crash and goes round again at once (a fresh copy, so that healthy messages that wait in
+the prefetch of several dying workers are not dead-lettered by the main queue's delivery limit); a header
+counts these returns in a row, and one that comes back more often than the delivery limit (a message that
+would kill its worker before it starts) is treated as a suspect. For the others: Running all of them one at a time (the quarantine's prefetch
 1) makes every neighbour pay for the poison; running them all again together makes the poison kill them
 again. So the crashes a message was in flight for are counted, in a header of the message that each
 re-publication carries on:
@@ -32,26 +37,53 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.topology import DELAY_TIERS
 
 # The AMQP header with the number of crashes the message was in flight for (absent: none).
 CRASHES_HEADER = "taskyard-crashes"
 # In flight for this many crashes: a suspect, run alone in the quarantine queue.
 SUSPECT_AFTER_CRASHES = 2
+# The AMQP header with how often in a row the message came back without its task having started.
+UNSTARTED_HEADER = "taskyard-unstarted-returns"
+
+
+def _count(headers: Mapping[str, object] | None, name: str) -> int:
+    raw = (headers or {}).get(name)
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else 0
 
 
 def crashes_of(headers: Mapping[str, object] | None, *, redelivered: bool) -> int:
     """The crashes this delivery's message was in flight for: its header (a republished message carries the
     count) plus one when the broker redelivers it (its channel died with it unacked). Anything but a
     non-negative integer in the header counts as none: a header never stops a task."""
-    raw = (headers or {}).get(CRASHES_HEADER)
-    counted = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else 0
-    return counted + (1 if redelivered else 0)
+    return _count(headers, CRASHES_HEADER) + (1 if redelivered else 0)
 
 
-def crash_headers(crashes: int) -> dict[str, int] | None:
-    """The headers a re-publication of the message carries (None: nothing to carry)."""
-    return {CRASHES_HEADER: crashes} if crashes > 0 else None
+def unstarted_returns(headers: Mapping[str, object] | None) -> int:
+    """How often in a row the message came back before, its task not started (this return not included)."""
+    return _count(headers, UNSTARTED_HEADER)
+
+
+def unstarted_too_often(returns: int, delivery_limit: int) -> bool:
+    """Whether a message that came back ``returns`` times in a row, its task never started, is a suspect:
+    past the delivery limit, as the broker would judge the same copy."""
+    return returns > delivery_limit
+
+
+def started_before(status: TaskStatus | None) -> bool:
+    """Whether a redelivered message's task (its status now; None: not found) was started, by the worker
+    that died or by another one: only then was it in flight for the crash in the sense that counts."""
+    return status is TaskStatus.RUNNING
+
+
+def crash_headers(crashes: int, unstarted: int = 0) -> dict[str, int] | None:
+    """The headers a re-publication of the message carries (None: nothing to carry). ``unstarted`` only
+    from a return without a start: a delivery that reached its start has shown it does not kill before it."""
+    headers = {CRASHES_HEADER: crashes} if crashes > 0 else {}
+    if unstarted > 0:
+        headers[UNSTARTED_HEADER] = unstarted
+    return headers or None
 
 
 # How many delay tiers (the shortest ones that last at least a lease) a crashed message's re-run draws from.

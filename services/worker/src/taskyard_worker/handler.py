@@ -36,6 +36,9 @@ from taskyard_worker.crashes import (
     crash_headers,
     crashed_too_often,
     crashes_of,
+    started_before,
+    unstarted_returns,
+    unstarted_too_often,
 )
 from taskyard_worker.fair_share import FairShare
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
@@ -112,7 +115,10 @@ class WorkHandler:
             return
         crashes = crashes_of(incoming.headers, redelivered=bool(incoming.redelivered))
         if source is Source.MAIN and incoming.redelivered and self._ctx.settings.quarantine:
-            await self._after_crash(message, crashes)
+            if await self._started_before(message):
+                await self._after_crash(message, crashes)
+            else:
+                await self._after_unstarted_return(message, incoming)
             return
         if source is Source.QUARANTINE and crashed_too_often(crashes, self._ctx.delivery_limit):
             # The consume helper rejects with requeue: counted by the broker until it dead-letters it.
@@ -147,6 +153,33 @@ class WorkHandler:
         finally:
             self.flights.remove(flight)
 
+    async def _started_before(self, message: WorkMessage) -> bool:
+        """Whether the task of a redelivered message was started (crashes.py); True when the store cannot
+        say (counting a crash too many costs a re-run, one too few could let a poison message loop)."""
+        try:
+            record = await self._ctx.store.get(message.task_id)
+        except StoreUnavailable:
+            return True
+        return started_before(None if record is None else record.status)
+
+    async def _after_unstarted_return(self, message: WorkMessage, incoming: AbstractIncomingMessage) -> None:
+        """It only waited in the dead worker's prefetch: no crash counted, round again at once as a fresh
+        copy (crashes.py), unless it came back unstarted too often: then a suspect, quarantined."""
+        crashes = crashes_of(incoming.headers, redelivered=False)
+        returns = unstarted_returns(incoming.headers) + 1
+        if unstarted_too_often(returns, self._ctx.delivery_limit):
+            await self._isolate(message, crashes, f"came back {returns} times unstarted")
+            return
+        why = "redelivered after a worker crash, not started there"
+        await self._defer(message, 0, why, "crashed", crashes=crashes, unstarted=returns)
+        self._ctx.count("returned_unstarted")
+
+    async def _isolate(self, message: WorkMessage, crashes: int, why: str) -> None:
+        await self._publish(self._ctx.topology.quarantine_exchange, message, crashes=crashes)
+        MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
+        log.warning("task %s: %s; moved to the quarantine queue", message.task_id, why)
+        self._ctx.count("quarantined")
+
     async def _after_crash(self, message: WorkMessage, crashes: int) -> None:
         """A redelivery means its channel died with it unacked, maybe killed by it. After its first crash it
         runs again among the others, later (crashes.py); once it was in flight for several crashes it runs
@@ -155,14 +188,7 @@ class WorkHandler:
         duplicates."""
         decision = after_crash(crashes, self._ctx.settings.lease_seconds)
         if isinstance(decision, Isolate):
-            await self._publish(self._ctx.topology.quarantine_exchange, message, crashes=crashes)
-            MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
-            log.warning(
-                "task %s: in flight for %d worker crashes; moved to the quarantine queue",
-                message.task_id,
-                crashes,
-            )
-            self._ctx.count("quarantined")
+            await self._isolate(message, crashes, f"in flight for {crashes} worker crashes")
             return
         why = f"redelivered after a worker crash ({crashes} of {SUSPECT_AFTER_CRASHES} before quarantine)"
         await self._defer(message, decision.delay_seconds, why, "crashed", crashes=crashes)
@@ -253,7 +279,14 @@ class WorkHandler:
                 assert_never(action)
 
     async def _defer(
-        self, message: WorkMessage, delay_seconds: float, why: str, label: str, *, crashes: int = 0
+        self,
+        message: WorkMessage,
+        delay_seconds: float,
+        why: str,
+        label: str,
+        *,
+        crashes: int = 0,
+        unstarted: int = 0,
     ) -> None:
         """Send the same message (same attempt: not charged) through a delay tier, then ack; ``label``:
         the reason counted in ``taskyard_task_start_deferrals_total``; ``crashes``: its crash count, carried."""
@@ -264,7 +297,7 @@ class WorkHandler:
                 work_target(self._ctx.specialist, self._ctx.publisher.level(message.priority)),
                 message,
                 delay_seconds,
-                headers=crash_headers(crashes),
+                headers=crash_headers(crashes, unstarted),
             )
         except TaskyardError as exc:
             raise TransientError(f"could not defer task {message.task_id}: {exc}") from exc
