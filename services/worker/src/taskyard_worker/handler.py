@@ -22,24 +22,15 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from taskyard_common.errors import StoreUnavailable, TaskyardError, TransientError
 from taskyard_common.messages import Usage, WorkMessage
-from taskyard_common.metrics import MESSAGES_QUARANTINED, TASK_START_DEFERRALS, TASKS_FINISHED
+from taskyard_common.metrics import TASK_START_DEFERRALS, TASKS_FINISHED
 from taskyard_common.retry import publish_delayed
 from taskyard_common.store import DeferralReason
 from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import work_target
 from taskyard_worker.attempts import AttemptRunner
 from taskyard_worker.context import WorkerContext
-from taskyard_worker.crashes import (
-    SUSPECT_AFTER_CRASHES,
-    Isolate,
-    after_crash,
-    crash_headers,
-    crashed_too_often,
-    crashes_of,
-    started_before,
-    unstarted_returns,
-    unstarted_too_often,
-)
+from taskyard_worker.crash_moves import CrashMoves
+from taskyard_worker.crashes import crash_headers, crashes_of
 from taskyard_worker.fair_share import FairShare
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
 from taskyard_worker.start_batch import StartBatcher
@@ -81,6 +72,7 @@ class WorkHandler:
         self._starts = StartBatcher(ctx.store, owner=ctx.owner, lease_seconds=ctx.settings.lease_seconds)
         self._attempts = AttemptRunner(ctx)
         self._fair = FairShare(ctx.store, specialist=ctx.specialist, slots=ctx.spec.concurrency)
+        self._crashes = CrashMoves(ctx, defer=self._defer, publish=self._publish)
 
     @property
     def flights(self) -> Flights:
@@ -113,20 +105,9 @@ class WorkHandler:
             await self._ctx.store.fail(message.task_id, error, Usage())
             self._ctx.count("misrouted")
             return
-        crashes = crashes_of(incoming.headers, redelivered=bool(incoming.redelivered))
-        if source is Source.MAIN and incoming.redelivered and self._ctx.settings.quarantine:
-            if await self._started_before(message):
-                await self._after_crash(message, crashes)
-            else:
-                await self._after_unstarted_return(message, incoming)
+        if await self._crashes.route(message, incoming, source):
             return
-        if source is Source.QUARANTINE and crashed_too_often(crashes, self._ctx.delivery_limit):
-            # The consume helper rejects with requeue: counted by the broker until it dead-letters it.
-            self._ctx.count("crashed_too_often")
-            raise TransientError(
-                f"task {message.task_id} was in flight for {crashes} worker crashes: not run again, requeued"
-                " until the quarantine queue's delivery limit dead-letters it"
-            )
+        crashes = crashes_of(incoming.headers, redelivered=bool(incoming.redelivered))
         if message.task_id in self.flights:
             # The same task is handled here already. Not dropped: the flight may be about to find its lease
             # lost (then this copy is the one the reaper published); it comes back once a lease could end.
@@ -152,47 +133,6 @@ class WorkHandler:
             await self._deliver(flight)
         finally:
             self.flights.remove(flight)
-
-    async def _started_before(self, message: WorkMessage) -> bool:
-        """Whether the task of a redelivered message was started (crashes.py); True when the store cannot
-        say (counting a crash too many costs a re-run, one too few could let a poison message loop)."""
-        try:
-            record = await self._ctx.store.get(message.task_id)
-        except StoreUnavailable:
-            return True
-        return started_before(None if record is None else record.status)
-
-    async def _after_unstarted_return(self, message: WorkMessage, incoming: AbstractIncomingMessage) -> None:
-        """It only waited in the dead worker's prefetch: no crash counted, round again at once as a fresh
-        copy (crashes.py), unless it came back unstarted too often: then a suspect, quarantined."""
-        crashes = crashes_of(incoming.headers, redelivered=False)
-        returns = unstarted_returns(incoming.headers) + 1
-        if unstarted_too_often(returns, self._ctx.delivery_limit):
-            await self._isolate(message, crashes, f"came back {returns} times unstarted")
-            return
-        why = "redelivered after a worker crash, not started there"
-        await self._defer(message, 0, why, "crashed", crashes=crashes, unstarted=returns)
-        self._ctx.count("returned_unstarted")
-
-    async def _isolate(self, message: WorkMessage, crashes: int, why: str) -> None:
-        await self._publish(self._ctx.topology.quarantine_exchange, message, crashes=crashes)
-        MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
-        log.warning("task %s: %s; moved to the quarantine queue", message.task_id, why)
-        self._ctx.count("quarantined")
-
-    async def _after_crash(self, message: WorkMessage, crashes: int) -> None:
-        """A redelivery means its channel died with it unacked, maybe killed by it. After its first crash it
-        runs again among the others, later (crashes.py); once it was in flight for several crashes it runs
-        alone, in the quarantine queue, where the delivery limit dead-letters a poison message without
-        taking healthy ones with it. Publish (confirmed) first, then the helper acks: a crash in between
-        duplicates."""
-        decision = after_crash(crashes, self._ctx.settings.lease_seconds)
-        if isinstance(decision, Isolate):
-            await self._isolate(message, crashes, f"in flight for {crashes} worker crashes")
-            return
-        why = f"redelivered after a worker crash ({crashes} of {SUSPECT_AFTER_CRASHES} before quarantine)"
-        await self._defer(message, decision.delay_seconds, why, "crashed", crashes=crashes)
-        self._ctx.count("rerun_after_crash")
 
     async def _deliver(self, flight: Flight) -> None:
         # A slot first: each priority level's queue delivers up to its own prefetch, and a long task's
