@@ -1,32 +1,28 @@
 """What a worker does with a message that came back from a crash: count the crash, and isolate the task only
-once it is a real suspect.
+once it is a real suspect (``crash_moves.py`` carries the decisions out).
 
 A worker that dies returns every unacked message on its channels (redelivered), the poison one among its
-innocent neighbours: nothing tells them apart, except that many of them never started there (a prefetch
-holds twice the concurrency). A redelivered message whose task is not ``running`` never started on the dead
-worker: it counts no crash and goes round again at once (a fresh copy, so that healthy messages that wait in
-the prefetch of several dying workers are not dead-lettered by the main queue's delivery limit); a header
-counts these returns in a row, and one that comes back more often than the delivery limit (a message that
-would kill its worker before it starts) is treated as a suspect. For the others: Running all of them one at a time (the quarantine's prefetch
-1) makes every neighbour pay for the poison; running them all again together makes the poison kill them
-again. So the crashes a message was in flight for are counted, in a header of the message that each
-re-publication carries on:
+innocent neighbours. Running all of them one at a time (the old quarantine) makes every neighbour pay for
+the poison; running them all again together lets the poison kill them again. Two facts tell them apart:
 
-- after its first crash a message goes back to its main queue, through a delay tier (the dead worker's lease
-  must run out before it can start anyway), and runs among the others, concurrently;
-- once it was in flight for ``SUSPECT_AFTER_CRASHES`` crashes it is a suspect: moved to the quarantine
-  queue, where it runs alone and the queue's delivery limit dead-letters it if it keeps killing (reason
-  ``delivery_limit``);
-- a quarantine delivery past ``crash_budget`` crashes (two, then the quarantine queue's limit: where RabbitMQ
-  3.x and 4.0-4.2 dead-letter it anyway, since they count a dead channel's returns) is not run again but
-  rejected with requeue, which the broker counts on every version, until the queue dead-letters it.
+- many never started on the dead worker (a prefetch holds twice the concurrency). A redelivered message
+  whose task is not ``running`` counts no crash and goes round again at once, as a fresh copy (so that the
+  main queue's delivery limit does not add up the returns of a healthy message that waited in the
+  prefetch of several dying workers); a header counts such returns in a row, and one that comes back
+  unstarted more often than the delivery limit (it would kill its worker before it starts) is a suspect;
+- a poison message crashes every worker that runs it. So the crashes a message was in flight for are
+  counted, in a header that each re-publication carries on. After its first crash it goes back to the
+  main queue through a delay tier (the dead worker's lease must run out first) and runs among the others,
+  concurrently. After ``SUSPECT_AFTER_CRASHES`` it is a suspect: it goes round a delay tier of a lease,
+  then to the quarantine queue, where it runs alone at once; a crash there sends it round again.
 
-A poison message crashes every worker that runs it, so it reaches the quarantine after two deliveries; an
-innocent one only when it was in flight on the same worker at both of the poison's runs. The messages of one
-crash come back together and would all run beside the poison again, so each draws one of the first
-``SPREAD_TIERS`` delay tiers that last at least a lease. Every move is immediate (publish, then ack): a
-redelivered message held unacked would count another delivery toward its queue's limit if this worker died
-too, and healthy messages would be dead-lettered from the main queue.
+A poison message therefore reaches the quarantine after two deliveries, an innocent one only when it was
+in flight on the same worker at both of the poison's runs; the messages of one crash draw one of the first
+``SPREAD_TIERS`` delay tiers that last a lease, so that they do not all come back beside the poison. Past
+``crash_budget`` crashes a quarantine delivery is not run again but rejected with requeue, which RabbitMQ
+counts on every version, until the quarantine queue's delivery limit dead-letters it (reason
+``delivery_limit``). Every move is immediate (publish, then ack): a redelivered message held unacked would
+count another delivery toward its queue's limit if this worker died too.
 
 Pure functions, unit-tested without a broker (like ``starts.py``).
 """
@@ -113,8 +109,8 @@ def after_crash(crashes: int, lease_seconds: float, rng: random.Random | None = 
 
 
 def crash_budget(delivery_limit: int) -> int:
-    """The most crashes a message may be in flight for: two to become a suspect, then as many as the
-    quarantine queue's delivery limit lets it be delivered (``limit + 1``)."""
+    """The most crashes a message may be in flight for: two to become a suspect, then as many runs in
+    quarantine as its delivery limit lets a message be delivered (``limit + 1``)."""
     return SUSPECT_AFTER_CRASHES + delivery_limit + 1
 
 
