@@ -228,7 +228,10 @@ STORE_FINDINGS = """\
   submission was 1.63 ms on the empty store and 1.48 ms with 10 million rows.
 - **What 10 million finished tasks take**: `tasks` 8.19 GiB with its indexes, `task_events` (20 million
   rows) 2.56 GiB, `idempotency_keys` (1 million) 0.24 GiB; generated and indexed in 34 minutes on the loaded
-  machine (`bench/store_fill.py`).
+  machine (`bench/store_fill.py`) with uuid4 ids. With UUIDv7 ids generated oldest first (the ids the
+  services make since), the same fill took 1,005 s (17 minutes; `tasks` 8.09 GiB, `task_events` 2.55 GiB,
+  `idempotency_keys` 0.29 GiB) at a similar load (1-minute load average 13 to 20): the primary key, kept
+  during the load, is now appended to instead of written at random places.
 - **Retention while submitting**: one broker agent removed 605 tasks a second with their events and keys
   (8,500 in 14 s, batches of 500) from a backlog of 2.5 million due tasks, on the same two loaded cores as
   the API, the database and the load; a batch reads the oldest rows through the `created_at` index and
@@ -237,8 +240,46 @@ STORE_FINDINGS = """\
   parallel (`SKIP LOCKED`). It is not free: on a machine where the database shares two cores with
   everything, each batch's work is taken from the submit path (p99 1.40x above). On a database with cores
   of its own the retention's share is bounded by `TASKYARD_TASK_RETENTION_BATCH_PAUSE_SECONDS` and
-  `_MAX_BATCHES` per interval; that setting has not been measured against the submit path yet.
-- **To settle the 10 % targets**: run `make bench` (or `--only large_store`) on a quiet machine. The scenario
-  measures the empty and the full store one after the other in one schema; under a load that drifts, as
-  here, two schemas measured alternately (empty, full, empty, full) would cancel the drift; not done yet.
+  `_MAX_BATCHES` per interval; that setting has not been measured against the submit path yet. Those 14 s
+  are the start of a backlog: worked down for longer (the `store_layout` scenario below, 107,762 tasks in
+  406 s) the same code removed 266 tasks a second on average, slower as it went, since each batch walks the
+  index entries of the rows the batches before it deleted until vacuum clears them.
+- **To settle the 10 % targets**: run on a quiet machine. The scenario now measures two schemas alternately
+  (empty, full, empty, full, each phase on services of its own), so a load that drifts shows as a spread
+  between the rounds instead of as a ratio; a filled store can be kept and reused:
+  `uv run python -m bench.store_fill --schema bench_large_store_10m --tasks 10000000` once, then
+  `uv run python -m bench --only large_store --reuse-store bench_large_store_10m` (retention is not
+  measured on a reused store: it would remove a quarter of it).
+"""
+
+LAYOUT_FINDINGS = """\
+### The store's layout (issue 19): the `store_layout` scenario
+
+- **Run of 2026-12-01 at 23:08 UTC** (`--only store_layout`, source ded28df, the only scenario of that run;
+  1-minute load average 19.1 before and 9.7 after: other sessions' work and a 10-million-row fill in
+  another schema shared the two cores, so absolute figures are slow; the two layouts were measured one
+  after the other, plain first, while the load fell, which favours the partitioned rows). 2 million
+  finished tasks over 20 days (UUIDv7 ids), copied into `tasks` and `task_events` range-partitioned by task
+  id, one partition a day (22 and a default), same columns, checks, indexes and foreign key.
+- **Retention of a day's worth** (107,764 tasks: the part day the fill starts in and the next whole day):
+  today's batched `DELETE` (`RetentionStore.expire_batch`, batches of 500, with events and keys) took
+  406 s, 266 tasks/s; detaching and dropping the same two days' partitions of both tables took 0.49 s.
+  The deletes also slowed as they went: each batch walks the `created_at` index from the oldest entry,
+  over the entries the batches before it deleted until vacuum removes them (a batch's `SELECT` took over
+  a second near the end). A backlog is worked down more slowly than the steady state's small rounds.
+- **Look-ups by id** (2,000 random tasks, one connection, asyncpg's prepared statements): plain p50 0.06 ms
+  / p99 4.2 ms; partitioned p50 0.52 ms / p99 12.0 ms (8.4x at the median: the statement covers 23
+  partitions and prunes at run time; not profiled further).
+- **A tenant's list page** (50 rows, `(created_at, id)` keyset order): the same on both, first page p50
+  1.6 / 1.7 ms, a page from a cursor at a random time p50 2.1 / 2.1 ms.
+- **Inserts** (a task and its first event per transaction, 4 connections, 4,000): plain with UUIDv7 ids
+  558/s, p99 26 ms; partitioned 320/s (0.57x), p99 35 ms; plain with uuid4 ids 242/s (0.43x), p99 46 ms.
+  The uuid4 row ran last, at the lowest load of the three, and was still the slowest: random keys cost
+  the insert path even at 2 million rows (their primary key's leaves spread over the whole index).
+- **Decision: the layout stays plain** (details and what would change it:
+  [architecture](architecture.md#retention-of-finished-tasks)). Dropping partitions made the retention of a day
+  830 times cheaper, but the submit path (the inserts, 0.57x) and the task document's read
+  (by id, 8.4x) would pay for it on every task, and a partition could only go once every task in it is
+  finished and past the longest retention of any tenant in it. UUIDv7 ids keep the option open: a range of
+  ids is a range of creation times, so `tasks` can be partitioned by id without changing its key.
 """
