@@ -207,7 +207,12 @@ async def _full_store(ctx: Context, rows: Rows) -> AsyncIterator[tuple[AmqpSetti
 
 async def _stored(ctx: Context, schema: str) -> int:
     conn = await asyncpg.connect(ctx.db_url)
-    try:  # the planner's estimate: a count(*) of 10 million rows would take minutes
+    try:
+        if await conn.fetchval("SELECT to_regclass($1)", f'"{schema}".tasks') is None:
+            raise RuntimeError(
+                f"no tasks table in schema {schema}: fill it first (python -m bench.store_fill)"
+            )
+        # The planner's estimate: a count(*) of 10 million rows would take minutes.
         return int(
             await conn.fetchval(
                 "SELECT reltuples::bigint FROM pg_class WHERE oid = $1::regclass", f'"{schema}".tasks'
