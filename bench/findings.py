@@ -162,19 +162,22 @@ FAIRNESS_FINDINGS = """\
 - **With lanes and parked tasks** ("park, don't churn": a tenant's tasks beyond its lane, or beyond the
   room under its cap, wait parked in the store and the broker agent's feeder publishes them as the lane
   drains; a refused start parks the task instead of sending it round the delay queues; see
-  [architecture](architecture.md#tenant-fairness-caps-and-fair-shares)). Measured 2026-12-01 at commit
-  d62d9e3 on the 2-core development machine shared with other sessions' work, **1-min load average 14.7
-  before and 18.7 after the run** (about 22 in the middle); the median run time of a 2-s call was 2.16 s:
+  [architecture](architecture.md#tenant-fairness-caps-and-fair-shares)). Measured 2026-12-01 on the 2-core
+  development machine shared with other sessions' work (figures of a loaded machine), two full runs
+  (`--only fairness`): at commit 5a4bf8c, 1-min load average 11.9 before and 10.9 after, median run time of
+  a 2-s call 2.04 s; at commit d62d9e3 (the feeder then marked each task on its own), load 14.7 before and
+  18.7 after (about 22 in the middle), median run time 2.16 s:
 
   | run | A | B's queue wait p50 / p95 / p99 | p95 in turnovers (target < 2) | A's peak running / cap | A's window / ideal at its cap | refusals noted |
   | --- | --- | --- | --- | --- | --- | --- |
-  | full (`--only fairness`) | 2,000 | 0.19 s / 0.34 s / 1.02 s | **0.16 (met)** | 24 / 24 | 263 s / 167 s (1.58x) | A fair_share 5, B fair_share 1 |
+  | full, 5a4bf8c | 2,000 | 0.08 s / 0.12 s / 0.17 s | **0.06 (met)** | 24 / 24 | 193 s / 167 s (1.16x) | A tenant_max_running 2 |
+  | full, d62d9e3 | 2,000 | 0.19 s / 0.34 s / 1.02 s | **0.16 (met)** | 24 / 24 | 263 s / 167 s (1.58x) | A fair_share 5, B fair_share 1 |
   | e2e (`tests/e2e/test_tenant_fairness.py`) | 200 | 0.13 s / 1.53 s (max) | 0.56 (met) | 12 / 12 | - | - |
 
-  19 of A's tasks started while B's waited (A's starts within its cap as its own tasks ended). The e2e row:
-  one worker of 20 slots, A capped at 12, B 10, 2.5-s LLM call, turnover 2.74 s, load about 14-17; B's waits
-  were 0.11-0.14 s for eight tasks and 1.5 s for the last two (the worker's fair share: B's 10th task waits
-  for one of A's to end).
+  5 and 19 of A's tasks started while B's waited (A's starts within its cap as its own tasks ended). The
+  e2e row: one worker of 20 slots, A capped at 12, B 10, 2.5-s LLM call, turnover 2.74 s, load about 14-17;
+  B's waits were 0.11-0.14 s for eight tasks and 1.5 s for the last two (the worker's fair share: B's 10th
+  task waits for one of A's to end).
 - **Before** (the same scenario on the code before lanes, 2026-12-01, load 12 to 21): B's p95 19.3 s = 8.1
   turnovers in the full run (2.4 in `--quick`), with 992 `fair_share` and 1,006 `tenant_max_running`
   refusals noted for A: one specialist queue is first in, first out, and every message of A ahead of B's
@@ -182,10 +185,10 @@ FAIRNESS_FINDINGS = """\
   and send round again before B's were reached.
 - **What changed, and what bounds it now**: A's lane holds no more messages than the room under its cap
   (0 while it runs 24), so B's messages have almost nothing in front of them and A's backlog costs no
-  deliveries while it waits; the refusals fell from about 2,000 to 6 (lane overshoot: routings in flight at
-  once each see the lane as it was). A's throughput is unchanged (1.58x its ideal, 1.56x before, both on a
-  loaded machine): each of A's freed slots now waits for the feeder's next round (0.25 s) before its next
-  task is published, which is under a tenth of a 2-s turnover. Not measured: the same on a quiet machine,
+  deliveries while it waits; the refusals fell from about 2,000 to 2-6 (lane overshoot: routings in flight
+  at once each see the lane as it was). A's throughput did not suffer (1.16x and 1.58x its ideal, 1.56x
+  before, all on a loaded machine): each of A's freed slots waits for the feeder's next round (0.25 s, 0.125 s
+  on average) before its next task is published, under a tenth of a 2-s turnover. Not measured: the same on a quiet machine,
   and a tenant without a cap against another (there A's lane is the lane depth, one fleet's worth, 40 here,
   and the worker's fair share parks A's excess).
 """
