@@ -178,6 +178,17 @@ FAIRNESS_FINDINGS = """\
   e2e row: one worker of 20 slots, A capped at 12, B 10, 2.5-s LLM call, turnover 2.74 s, load about 14-17;
   B's waits were 0.11-0.14 s for eight tasks and 1.5 s for the last two (the worker's fair share: B's 10th
   task waits for one of A's to end).
+- **A tenant alone, without a cap, still flows at full speed**: the `noop` scenario (5,000 instant tasks of
+  one tenant, one worker of 100 slots) parks most of its tasks on this machine (the worker falls behind the
+  submissions: 4,882 of about 5,200 routed tasks were parked in one run), so every task goes through the
+  feeder. Full runs of `--only noop`, niced, 2026-12-01: at commit 5a4bf8c with lanes on, 43.0 and 42.9
+  tasks/s (explicit specialist / LLM routing; p50 41.0 s / 33.1 s from submission to finish under the 5,000
+  backlog; load 10.8 before, 12.6 after); the same code right after with lanes off at routing
+  (`TASKYARD_BROKER_LANE_ENABLED=false`), 39.8 and 46.9 tasks/s (p50 30.2 s / 28.1 s; load 10.9, 10.7);
+  the code before lanes (51aeb02), earlier, when other sessions' load was rising (7.9 before, 13.0 after):
+  16.4 and 14.7 tasks/s, both runs cut at the 300-s limit (4,908 and 4,403 of 5,000). No cost of the lanes
+  shows in the throughput; the pairs are single runs on a loaded machine, so a difference of some 10 %
+  either way would not show either.
 - **Before** (the same scenario on the code before lanes, 2026-12-01, load 12 to 21): B's p95 19.3 s = 8.1
   turnovers in the full run (2.4 in `--quick`), with 992 `fair_share` and 1,006 `tenant_max_running`
   refusals noted for A: one specialist queue is first in, first out, and every message of A ahead of B's
