@@ -317,6 +317,7 @@ START_DEFERRAL_REASONS = (
     "in_flight",
     "no_slot",
     "store_unavailable",
+    "crashed",
 )
 
 

@@ -15,10 +15,10 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import uuid4
 
 from taskyard_common.announce import announce
 from taskyard_common.errors import PermanentError, StoreUnavailable, TaskyardError, TransientError
+from taskyard_common.ids import uuid7
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Usage
 from taskyard_common.metrics import TASK_HAND_BACKS, TASK_RETRIES, TASKS_DELEGATED, TASKS_FINISHED
@@ -27,6 +27,7 @@ from taskyard_common.store import NewTask, TaskRecord
 from taskyard_common.task_errors import TaskError, TaskErrorType, task_error
 from taskyard_common.topology import work_target
 from taskyard_worker.context import WorkerContext
+from taskyard_worker.crashes import crash_headers
 from taskyard_worker.flights import Flight, Source, StopReason
 from taskyard_worker.retries import plan_retry
 from taskyard_worker.runtime import AgentResult
@@ -123,7 +124,7 @@ class OutcomeRecorder:
                 if flight.source is Source.MAIN
                 else self._ctx.specialist
             )
-            await self._ctx.publisher.publish(exchange, key, message)
+            await self._ctx.publisher.publish(exchange, key, message, headers=crash_headers(flight.crashes))
         except TaskyardError as exc:
             # Keep the lease: an unsettled message is requeued when the channel closes, a settled one is
             # taken back by the reaper once the lease runs out. Releasing now could lose a settled task.
@@ -143,7 +144,7 @@ class OutcomeRecorder:
         helper then acks the task's message: it holds nothing until its last child ends."""
         children = [
             NewTask(
-                id=uuid4(),
+                id=uuid7(),
                 tenant=record.tenant,
                 input=request.task,
                 metadata=record.metadata,

@@ -20,7 +20,6 @@ import logging
 import time
 from datetime import UTC, datetime
 from typing import assert_never
-from uuid import uuid4
 
 from aio_pika.abc import AbstractIncomingMessage
 
@@ -46,6 +45,7 @@ from taskyard_common import metrics
 from taskyard_common.amqp import Publisher
 from taskyard_common.announce import announce, publish_then_mark
 from taskyard_common.errors import PermanentError, TaskyardError
+from taskyard_common.ids import uuid7
 from taskyard_common.lifecycle import ROUTING_UNFINISHED
 from taskyard_common.messages import IntakeMessage, RoutingDecision, WorkMessage
 from taskyard_common.retry import backoff_seconds, publish_delayed
@@ -194,11 +194,11 @@ class IntakeHandler:
         (it waits, holding nothing, then the catalog's combiner answers from the parts' outcomes). The
         children are announced here; one whose announcement is lost stays pending and unpublished, for the
         API's sweeper."""
-        group_id = uuid4()
+        group_id = uuid7()
         deadline = task.deadline or (as_utc(message.deadline) if message.deadline is not None else None)
         parts = [
             NewTask(
-                id=uuid4(),
+                id=uuid7(),
                 tenant=task.tenant,
                 input=task.input,
                 metadata=task.metadata,
