@@ -30,6 +30,7 @@ import asyncpg
 import httpx
 import yaml
 
+from bench.chaos import server_errors
 from bench.infra import Context, taskyard_namespace
 from bench.taskyard import BENCH_API_ENV
 from taskyard_common.settings import AmqpSettings, DbSettings
@@ -128,6 +129,7 @@ class ChaosRun:
         self.db = db
         self.tag = tag
         self.workers: list[Service] = []
+        self.api: Service | None = None
         self.submissions = Submissions()
         self._numbers = 0
 
@@ -135,7 +137,7 @@ class ChaosRun:
         self, *, workers: int, worker_env: dict[str, str] | None = None, **agent_env: str
     ) -> None:
         # Together: each process takes seconds to import and connect on a busy machine.
-        await asyncio.gather(
+        self.api, *_ = await asyncio.gather(
             self.cluster.start_api(),
             self.cluster.start_broker_agent(**agent_env),
             *(self.add_worker(**(worker_env or {})) for _ in range(workers)),
@@ -274,9 +276,17 @@ class ChaosRun:
             outcome.note(
                 f"{re_asked} got a second final answer from the model (work redone after the fault), each completed once"
             )
-        refused = {code: n for code in ("500", "503", "429") if (n := self.submissions.count(code))}
+        refused: dict[str, int] = {}
+        for _, code in self.submissions.answers:
+            if code != "202":
+                refused[code] = refused.get(code, 0) + 1
         if refused:
-            outcome.note("API answers besides 202: " + ", ".join(f"{n}x {c}" for c, n in refused.items()))
+            outcome.note(
+                "API answers besides 202: " + ", ".join(f"{n}x {c}" for c, n in sorted(refused.items()))
+            )
+        # A 5xx other than a 503 is a defect: what the API logged for it goes to the suite's log and the notes.
+        if self.api is not None and any(c.startswith("5") and c != "503" for c in refused):
+            outcome.note(server_errors.report(self.api.log_path) or "the API logged no unhandled error")
         if self.submissions.missing_retry_after:
             outcome.note(f"{self.submissions.missing_retry_after} refusals without Retry-After")
 

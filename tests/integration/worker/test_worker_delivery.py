@@ -18,32 +18,44 @@ from tests.support.polling import eventually
 pytestmark = pytest.mark.integration
 
 
-async def test_a_crash_redelivers_into_quarantine_where_the_task_completes_once(
+async def test_a_crashed_message_runs_again_then_alone_in_quarantine_and_completes_once(
     harness: Harness, make_settings: Callable[..., ServiceSettings]
 ) -> None:
-    # Short leases: a crashed worker's lease runs out quickly, and the quarantine waits for exactly that.
+    # Short leases: a crashed worker's lease runs out quickly, and the re-run and the quarantine wait for it.
     settings = make_settings(lease_seconds=1.5)
     slow = {"delay_seconds": 5, "content": "never read"}
-    await harness.script([slow, slow, {"content": "third worker's answer"}])
+    await harness.script([slow, slow, slow, {"content": "fourth worker's answer"}])
     quarantined = counter(MESSAGES_QUARANTINED, "general")
     message = await harness.submit()
-    async with running_worker(settings, "general") as first:
-        await harness.wait_llm_calls(1)
-        # Had the message been acked on receipt, the crash would lose it with the task stuck `running`.
-        await crash(first)
 
     async def back_in_queue() -> bool:
         return await harness.bus.work_depth() == 1
 
+    async with running_worker(settings, "general") as first:
+        await harness.wait_llm_calls(1)
+        # Had the message been acked on receipt, the crash would lose it with the task stuck `running`.
+        await crash(first)
     await eventually(back_in_queue, what="the unacked message back in the queue")
     assert (await harness.store.get(message.task_id)).result is None  # type: ignore[union-attr]
 
-    # The redelivery is not run in the main pool: it is moved to the quarantine queue and runs there alone.
+    # One crash makes no suspect: the redelivery goes back to the main queue (after the dead worker's lease)
+    # with its crash counted, and runs there among the others, not alone.
     async with running_worker(settings, "general") as second:
-        await wait_outcome(second, "quarantined")
+        await wait_outcome(second, "rerun_after_crash")
+        assert second.handler.outcomes["quarantined"] == 0
         await harness.wait_llm_calls(2)
-        assert second.handler.flights[message.task_id].source == "quarantine"
+        flight = second.handler.flights[message.task_id]
+        assert (flight.source, flight.crashes) == ("main", 1)
         await crash(second)
+    await eventually(back_in_queue, what="the message back in the queue after its second crash")
+
+    # In flight for a second crash: a suspect, moved to the quarantine queue, where it runs alone.
+    async with running_worker(settings, "general") as third:
+        await wait_outcome(third, "quarantined")
+        await harness.wait_llm_calls(3)
+        flight = third.handler.flights[message.task_id]
+        assert (flight.source, flight.crashes) == ("quarantine", 2)
+        await crash(third)
     assert counter(MESSAGES_QUARANTINED, "general") == quarantined + 1
 
     async def back_in_quarantine() -> bool:
@@ -52,15 +64,15 @@ async def test_a_crash_redelivers_into_quarantine_where_the_task_completes_once(
     await eventually(back_in_quarantine, what="the message back in the quarantine queue")
     # A redelivery from quarantine is not moved again (the quarantine's delivery limit must see it): it
     # waits for the dead worker's lease to run out, then runs.
-    async with running_worker(settings, "general") as third:
+    async with running_worker(settings, "general") as fourth:
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
-        await wait_outcome(third, "completed")
-    assert third.handler.outcomes["quarantined"] == 0
-    assert third.handler.outcomes["waited_for_lease"] == 1
-    assert record.result is not None and record.result["output"] == "third worker's answer"
+        await wait_outcome(fourth, "completed")
+    assert fourth.handler.outcomes["quarantined"] == fourth.handler.outcomes["rerun_after_crash"] == 0
+    assert fourth.handler.outcomes["waited_for_lease"] == 1
+    assert record.result is not None and record.result["output"] == "fourth worker's answer"
     # Crashes are not charged attempts: the delivery limit bounds them.
     assert record.attempts == 1 and record.attempt_log == []
-    assert len(await harness.llm_requests()) == 3
+    assert len(await harness.llm_requests()) == 4
     assert await harness.bus.work_depth() == 0
     assert await harness.bus.quarantine_depth() == 0
     assert await harness.bus.dead_letters() == 0

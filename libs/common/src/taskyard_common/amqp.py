@@ -51,9 +51,10 @@ async def connect(settings: AmqpSettings, name: str) -> AbstractRobustConnection
         raise BrokerUnavailable(f"cannot connect to RabbitMQ: {type(exc).__name__}") from exc
 
 
-def outgoing(message: Envelope) -> aio_pika.Message:
+def outgoing(message: Envelope, headers: dict[str, int] | None = None) -> aio_pika.Message:
     """The AMQP message of ``message``: persistent JSON, its task id as message id and, for a task's
-    messages, its priority as the AMQP property (which a ≥ 4.0 quorum queue delivers by)."""
+    messages, its priority as the AMQP property (which a ≥ 4.0 quorum queue delivers by); ``headers``: more
+    AMQP headers (what the delivery, not the task, carries: a worker's crash count)."""
     priority = getattr(message, "priority", None)
     return aio_pika.Message(
         body=encode(message),
@@ -61,7 +62,7 @@ def outgoing(message: Envelope) -> aio_pika.Message:
         delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         message_id=str(message.task_id),
         type=getattr(message, "kind", None),
-        headers={"schema_version": message.schema_version},
+        headers={"schema_version": message.schema_version, **(headers or {})},
         priority=AMQP_PRIORITY[priority] if isinstance(priority, Priority) else None,
     )
 
@@ -117,8 +118,10 @@ class Publisher:
             self._exchanges[name] = exchange
         return exchange
 
-    async def publish(self, exchange: str, routing_key: str, message: Envelope) -> None:
-        body = outgoing(message)
+    async def publish(
+        self, exchange: str, routing_key: str, message: Envelope, *, headers: dict[str, int] | None = None
+    ) -> None:
+        body = outgoing(message, headers)
         try:
             target = await self._exchange(exchange)
             async with asyncio.timeout(self._settings.publish_timeout_seconds):

@@ -31,10 +31,16 @@ def hop_tier(seconds: float) -> int:
 
 
 async def publish_delayed(
-    publisher: Publisher, topology: Topology, target: str, message: Envelope, delay_seconds: float
+    publisher: Publisher,
+    topology: Topology,
+    target: str,
+    message: Envelope,
+    delay_seconds: float,
+    *,
+    headers: dict[str, int] | None = None,
 ) -> int:
     """Publish ``message`` to come back to ``target`` after at least ``delay_seconds`` (rounded up to a
-    tier); returns the delay actually applied."""
+    tier); returns the delay actually applied. ``headers`` travel with it (dead-lettering keeps them)."""
     tier = delay_tier(delay_seconds)
-    await publisher.publish(topology.delay_exchange, f"{tier}.{target}", message)
+    await publisher.publish(topology.delay_exchange, f"{tier}.{target}", message, headers=headers)
     return tier

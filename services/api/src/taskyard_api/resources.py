@@ -133,8 +133,11 @@ class Resources:
                 topology=topology,
                 store=store,
                 bus=bus,
-                keys=CachedKeys(KeyStore(store.pool), ttl_seconds=settings.api.auth_cache_seconds),
-                limits=BatchedBuckets(RateLimitStore(store.pool)),
+                # Bounded like every other store: a silent database must not hang authentication.
+                keys=CachedKeys(
+                    KeyStore(store.pool, acquire_timeout=timeout), ttl_seconds=settings.api.auth_cache_seconds
+                ),
+                limits=BatchedBuckets(RateLimitStore(store.pool, acquire_timeout=timeout)),
                 reads=ReadLimiter(
                     per_second=settings.api.read_rate_limit_per_second,
                     burst=settings.api.read_rate_limit_burst,

@@ -27,6 +27,8 @@ BUDGET_CACHE_SECONDS = 5.0
 class WorkerContext:
     spec: SpecialistSpec
     settings: WorkerSettings
+    # The queues' x-delivery-limit (TASKYARD_AMQP_DELIVERY_LIMIT): it also bounds a task's crashes (crashes.py).
+    delivery_limit: int
     store: TaskStore
     publisher: Publisher
     topology: Topology
@@ -62,6 +64,7 @@ class WorkerContext:
         return cls(
             spec=resources.spec,
             settings=settings.worker,
+            delivery_limit=settings.amqp.delivery_limit,
             store=resources.store,
             publisher=resources.publisher,
             topology=resources.topology,

@@ -25,7 +25,8 @@ from taskyard_common.messages import WorkMessage
 
 
 class Source(StrEnum):
-    """The queue a delivery came from: a redelivery is quarantined only from the main queue."""
+    """The queue a delivery came from: a redelivery is counted and re-run or quarantined (crashes.py) only
+    from the main queue."""
 
     MAIN = "main"
     QUARANTINE = "quarantine"
@@ -42,6 +43,8 @@ class Flight:
     message: WorkMessage
     incoming: AbstractIncomingMessage
     source: Source
+    # The crashes its message was in flight for (crashes.py); every re-publication of it carries the count.
+    crashes: int = 0
     # True once the store started the task for this worker (this worker holds its lease).
     leased: bool = False
     # Everything done for the delivery after the quarantine check; owned by the worker, not by the

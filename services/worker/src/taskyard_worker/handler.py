@@ -5,8 +5,9 @@ the confirmed publish of the next attempt's message): a crash at any point befor
 and the broker delivers it again. Redelivery is harmless because every store transition is conditional: a
 finished task is not started again, and a task leased by a live worker is not started twice.
 
-What happens before a run (quarantine, deferrals, the start) is carried out here, as ``decide_start``
-(starts.py) decides it; how a run ends is recorded by ``AttemptRunner`` (attempts.py).
+What happens before a run (a crashed message's re-run or quarantine, deferrals, the start) is carried out
+here, as ``after_crash`` (crashes.py) and ``decide_start`` (starts.py) decide it; how a run ends is recorded
+by ``AttemptRunner`` (attempts.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import work_target
 from taskyard_worker.attempts import AttemptRunner
 from taskyard_worker.context import WorkerContext
+from taskyard_worker.crashes import (
+    SUSPECT_AFTER_CRASHES,
+    Isolate,
+    after_crash,
+    crash_headers,
+    crashed_too_often,
+    crashes_of,
+)
 from taskyard_worker.fair_share import FairShare
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
 from taskyard_worker.start_batch import StartBatcher
@@ -35,12 +44,13 @@ from taskyard_worker.starts import (
     Defer,
     Finish,
     HandBack,
+    Park,
     Run,
     StartAction,
     WaitForLease,
     decide_start,
-    defer_refused,
     defer_while_store_unavailable,
+    refused,
 )
 
 log = logging.getLogger(__name__)
@@ -101,17 +111,29 @@ class WorkHandler:
             await self._ctx.store.fail(message.task_id, error, Usage())
             self._ctx.count("misrouted")
             return
+        crashes = crashes_of(incoming.headers, redelivered=bool(incoming.redelivered))
         if source is Source.MAIN and incoming.redelivered and self._ctx.settings.quarantine:
-            await self._quarantine(message)
+            await self._after_crash(message, crashes)
             return
+        if source is Source.QUARANTINE and crashed_too_often(crashes, self._ctx.delivery_limit):
+            # The consume helper rejects with requeue: counted by the broker until it dead-letters it.
+            self._ctx.count("crashed_too_often")
+            raise TransientError(
+                f"task {message.task_id} was in flight for {crashes} worker crashes: not run again, requeued"
+                " until the quarantine queue's delivery limit dead-letters it"
+            )
         if message.task_id in self.flights:
             # The same task is handled here already. Not dropped: the flight may be about to find its lease
             # lost (then this copy is the one the reaper published); it comes back once a lease could end.
             await self._defer(
-                message, self._ctx.settings.lease_seconds, "it is in flight here already", "in_flight"
+                message,
+                self._ctx.settings.lease_seconds,
+                "it is in flight here already",
+                "in_flight",
+                crashes=crashes,
             )
             return
-        flight = Flight(message, incoming, source)
+        flight = Flight(message, incoming, source, crashes=crashes)
         self.flights.add(flight)
         # aiormq cancels a channel's consumer tasks when the channel closes (a connection blip, a channel
         # error). The flight goes on in a task of its own: a task acked early keeps running under its lease,
@@ -126,14 +148,28 @@ class WorkHandler:
         finally:
             self.flights.remove(flight)
 
-    async def _quarantine(self, message: WorkMessage) -> None:
-        """A redelivery means its channel died with it unacked, maybe killed by it: run it alone, in the
-        quarantine queue, where the delivery limit dead-letters a poison message without taking healthy
-        ones with it. Publish (confirmed) first, then the helper acks: a crash in between duplicates."""
-        await self._publish(self._ctx.topology.quarantine_exchange, message)
-        MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
-        log.warning("task %s: redelivered; moved to the quarantine queue", message.task_id)
-        self._ctx.count("quarantined")
+    async def _after_crash(self, message: WorkMessage, crashes: int) -> None:
+        """A redelivery means its channel died with it unacked, maybe killed by it. After its first crash it
+        runs again among the others, later (crashes.py); once it was in flight for several crashes it runs
+        alone, in the quarantine queue, where the delivery limit dead-letters a poison message without
+        taking healthy ones with it. Publish (confirmed) first, then the helper acks: a crash in between
+        duplicates."""
+        decision = after_crash(crashes, self._ctx.settings.lease_seconds)
+        # Held unacked meanwhile: were this worker to die too, this copy comes back with the same count.
+        await asyncio.sleep(decision.hold_seconds)
+        if isinstance(decision, Isolate):
+            await self._publish(self._ctx.topology.quarantine_exchange, message, crashes=crashes)
+            MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
+            log.warning(
+                "task %s: in flight for %d worker crashes; moved to the quarantine queue",
+                message.task_id,
+                crashes,
+            )
+            self._ctx.count("quarantined")
+            return
+        why = f"redelivered after a worker crash ({crashes} of {SUSPECT_AFTER_CRASHES} before quarantine)"
+        await self._defer(message, decision.delay_seconds, why, "crashed", crashes=crashes)
+        self._ctx.count("rerun_after_crash")
 
     async def _deliver(self, flight: Flight) -> None:
         # A slot first: each priority level's queue delivers up to its own prefetch, and a long task's
@@ -143,7 +179,7 @@ class WorkHandler:
         # broker's consumer timeout never closes the channel under a waiting delivery.
         slots, message = self._ctx.slots, flight.message
         if not await slots.acquire(message.priority, timeout=self._ctx.settings.settle_after_seconds):
-            await self._defer(message, 0, "no slot came free in time", "no_slot")
+            await self._defer(message, 0, "no slot came free in time", "no_slot", crashes=flight.crashes)
             return
         try:
             # The fair share applies to the main queue; a quarantined delivery only holds its slot.
@@ -167,13 +203,11 @@ class WorkHandler:
         tenant's fair share, have the store note the refusal instead (when the task is still startable)."""
         message = flight.message
         if not within_share:
-            refused = await self._ctx.store.defer_start(
+            refused_start = await self._ctx.store.defer_start(
                 message.task_id, DeferralReason.FAIR_SHARE, message.attempt
             )
-            if refused is not None:
-                return defer_refused(
-                    DeferralReason.FAIR_SHARE, refused.deferrals, self._fair.backlog(message.tenant)
-                )
+            if refused_start is not None:
+                return refused(refused_start, self._fair.backlog(message.tenant))
             # Not startable (cancelled, finished, leased...): the start below says what to do instead.
         loop = asyncio.get_running_loop()
         waiting_since: float | None = None
@@ -207,21 +241,28 @@ class WorkHandler:
                 flight.leased = True
                 await self._attempts.run(flight, record)
             case Defer(delay_seconds=delay, reason=reason, label=label):
-                await self._defer(message, delay, reason, label)
+                await self._defer(message, delay, reason, label, crashes=flight.crashes)
+            case Park(reason=reason, label=label):
+                # Routine under load, like a refusal sent round (counted, in the task's history): debug.
+                log.debug("task %s: %s; parked until its tenant has room", message.task_id, reason)
+                TASK_START_DEFERRALS.labels(self._ctx.specialist, label).inc()
+                self._ctx.count("parked")
             case Finish(outcome=outcome, status=status, note=note):
                 if status is not None:
                     TASKS_FINISHED.labels(self._ctx.specialist, status.value).inc()
                 log.info("task %s: %s", message.task_id, note)
                 self._ctx.count(outcome)
             case HandBack():
-                await self._publish(self._ctx.topology.quarantine_exchange, message)
+                await self._publish(self._ctx.topology.quarantine_exchange, message, crashes=flight.crashes)
                 self._ctx.count("handed_back")
             case _:
                 assert_never(action)
 
-    async def _defer(self, message: WorkMessage, delay_seconds: float, why: str, label: str) -> None:
+    async def _defer(
+        self, message: WorkMessage, delay_seconds: float, why: str, label: str, *, crashes: int = 0
+    ) -> None:
         """Send the same message (same attempt: not charged) through a delay tier, then ack; ``label``:
-        the reason counted in ``taskyard_task_start_deferrals_total``."""
+        the reason counted in ``taskyard_task_start_deferrals_total``; ``crashes``: its crash count, carried."""
         try:
             tier = await publish_delayed(
                 self._ctx.publisher,
@@ -229,6 +270,7 @@ class WorkHandler:
                 work_target(self._ctx.specialist, self._ctx.publisher.level(message.priority)),
                 message,
                 delay_seconds,
+                headers=crash_headers(crashes),
             )
         except TaskyardError as exc:
             raise TransientError(f"could not defer task {message.task_id}: {exc}") from exc
@@ -239,9 +281,11 @@ class WorkHandler:
         TASK_START_DEFERRALS.labels(self._ctx.specialist, label).inc()
         self._ctx.count("deferred")
 
-    async def _publish(self, exchange: str, message: WorkMessage) -> None:
+    async def _publish(self, exchange: str, message: WorkMessage, *, crashes: int = 0) -> None:
         try:
-            await self._ctx.publisher.publish(exchange, self._ctx.specialist, message)
+            await self._ctx.publisher.publish(
+                exchange, self._ctx.specialist, message, headers=crash_headers(crashes)
+            )
         except TaskyardError as exc:
             # Even "unroutable" is worth another delivery here, not a dead letter: the message is fine.
             raise TransientError(f"could not move task {message.task_id}: {exc}") from exc

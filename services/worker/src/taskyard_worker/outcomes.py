@@ -27,6 +27,7 @@ from taskyard_common.store import NewTask, TaskRecord
 from taskyard_common.task_errors import TaskError, TaskErrorType, task_error
 from taskyard_common.topology import work_target
 from taskyard_worker.context import WorkerContext
+from taskyard_worker.crashes import crash_headers
 from taskyard_worker.flights import Flight, Source, StopReason
 from taskyard_worker.retries import plan_retry
 from taskyard_worker.runtime import AgentResult
@@ -123,7 +124,7 @@ class OutcomeRecorder:
                 if flight.source is Source.MAIN
                 else self._ctx.specialist
             )
-            await self._ctx.publisher.publish(exchange, key, message)
+            await self._ctx.publisher.publish(exchange, key, message, headers=crash_headers(flight.crashes))
         except TaskyardError as exc:
             # Keep the lease: an unsettled message is requeued when the channel closes, a settled one is
             # taken back by the reaper once the lease runs out. Releasing now could lose a settled task.

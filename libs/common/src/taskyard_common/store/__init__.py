@@ -1,5 +1,6 @@
 """The task store: a small interface (``TaskStore``) and its PostgreSQL implementation."""
 
+from taskyard_common.store._pg import DRIVER_UNAVAILABLE
 from taskyard_common.store.interface import TaskStore
 from taskyard_common.store.postgres import PostgresTaskStore
 from taskyard_common.store.records import (
@@ -19,6 +20,7 @@ from taskyard_common.store.records import (
 
 __all__ = [
     "DEFAULT_TENANT",
+    "DRIVER_UNAVAILABLE",
     "DeadLetterRecord",
     "DeferralReason",
     "IdempotentCreate",

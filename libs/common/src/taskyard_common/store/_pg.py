@@ -28,7 +28,7 @@ COLUMNS = (
     " next_attempt_at, lease_owner, lease_expires_at, lease_expirations, cancel_requested_at, deadline,"
     " timeout_seconds, attempt_log, dead_letter, checkpoint_bytes, event_seq, webhook, instructions,"
     " parent_id, chain_root_id, chain_index, chain_rest, group_id, group_role, delegation, depth,"
-    " waiting_children, priority, not_before"
+    " waiting_children, priority, not_before, parked_at"
 )
 _CREATED = ", ".join(f"c.{c.strip()}" for c in COLUMNS.split(","))
 # A task is born pending (scheduled while its not_before is ahead) with its first event, ``accepted``
@@ -156,15 +156,23 @@ def add_usage(param: str) -> str:
 # Dropping a lease: shared by every transition out of running.
 CLEAR_LEASE = "lease_owner = NULL, lease_expires_at = NULL"
 
-# Errors that mean "the database is (momentarily) unreachable", not "this request is wrong".
-UNAVAILABLE = (
-    OSError,
-    TimeoutError,
+# asyncpg's errors that mean "the database is (momentarily) unreachable", not "this request is wrong":
+# - broken or refused connections (class 08, ``InterfaceError``: "connection is closed");
+# - PostgreSQL ending the session itself (class 57: ``pg_ctl stop -m fast``, a crash, ``pg_terminate_backend``,
+#   the server starting or shutting down, a statement or idle-session timeout);
+# - ``InternalClientError``: asyncpg's "cannot switch to state N; another operation is in progress", which is
+#   what a query on a pooled connection raises when the server closed that connection after it was handed
+#   out (a restart): the class that escaped as a 500 in docs/resilience.md, row 4;
+# - too many connections (53300).
+DRIVER_UNAVAILABLE: tuple[type[Exception], ...] = (
     asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.OperatorInterventionError,
     asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.TooManyConnectionsError,
 )
+# The same plus the socket's own errors: what every query helper turns into ``StoreUnavailable``.
+UNAVAILABLE: tuple[type[Exception], ...] = (OSError, TimeoutError, *DRIVER_UNAVAILABLE)
 
 
 async def init_connection(conn: asyncpg.Connection) -> None:

@@ -15,6 +15,7 @@ from taskyard_common.store.connecting import check_schema, connection_options
 from taskyard_common.store.dead_letters import DeadLetterQueries
 from taskyard_common.store.events import EventQueries
 from taskyard_common.store.idempotency import IdempotencyQueries
+from taskyard_common.store.parking import ParkingQueries
 from taskyard_common.store.parts import PartsQueries
 from taskyard_common.store.reads import ReadQueries
 from taskyard_common.store.steps import StepQueries
@@ -37,6 +38,7 @@ class PostgresTaskStore(
     DeadLetterQueries,
     IdempotencyQueries,
     TenantLoadQueries,
+    ParkingQueries,
     PoolStore,
 ):
     @classmethod

@@ -30,6 +30,7 @@ from taskyard_api.http.problems import (
 )
 from taskyard_api.http.request_id import current_request_id, new_request_id
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, StoreUnavailable, Unroutable
+from taskyard_common.store import DRIVER_UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,11 @@ def exception_handlers(retry_after_seconds: int) -> ExceptionHandlers:
         # Keep what the exception asks for, e.g. ``Allow`` on a 405.
         return problem_response(problem, dict(exc.headers) if exc.headers else None)
 
-    async def on_store_unavailable(request: Request, exc: StoreUnavailable) -> Response:
-        log.warning("database unavailable for %s %s: %s", request.method, request.scope["path"], exc)
+    async def on_store_unavailable(request: Request, exc: Exception) -> Response:
+        # ``StoreUnavailable`` from the store's query helpers; a driver error here is one that reached the
+        # API without passing through them (a defect, but still an outage for the client, never a 500).
+        reason = exc if isinstance(exc, StoreUnavailable) else type(exc).__name__
+        log.warning("database unavailable for %s %s: %s", request.method, request.scope["path"], reason)
         detail = "The task database is unreachable; retry later."
         return problem_response(DATABASE_UNAVAILABLE(detail, instance=request.scope["path"]), retry_after)
 
@@ -98,6 +102,7 @@ def exception_handlers(retry_after_seconds: int) -> ExceptionHandlers:
         RequestValidationError: on_validation,
         StarletteHTTPException: on_http,
         StoreUnavailable: on_store_unavailable,
+        **dict.fromkeys(DRIVER_UNAVAILABLE, on_store_unavailable),
         BrokerUnavailable: on_publish_error,
         PublishRejected: on_publish_error,
         Unroutable: on_publish_error,
