@@ -30,6 +30,8 @@ help:
 	@echo "make local-model       build and fetch the local model alone (what make up does on its first run)"
 	@echo "make test-local-model  route and answer a few tasks end to end with the real local model"
 	@echo "make eval-routing      accuracy of the rules router (and the LLM router when an endpoint is set) on evals/routing"
+	@echo "make eval-agent        128 end-to-end tasks through API, broker agent and workers, graded (evals/agent); on"
+	@echo "                       TASKYARD_LLM_BASE_URL if set, else the local model; EVAL_AGENT_ARGS=\"--limit 5\" for a smoke"
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -126,9 +128,24 @@ check-packages:
 
 # The routing evaluation (evals/routing, results in docs/routing.md): the rules router in-process (no
 # services), and the broker agent's LLM router when TASKYARD_LLM_BASE_URL (or an API key) is set.
+# Two sets, reported separately: the shipped catalog's and heldout/ (its own catalog, never tuned on).
 # EVAL_ARGS="--router rules" for the rules alone, "--sample 3" for a quick run on a slow endpoint,
-# "--split held-out", "--misses" to list every wrong decision, "--json FILE" for every decision.
+# "--set heldout", "--split held-out", "--no-examples", "--misses" to list every wrong decision,
+# "--json FILE" for every decision.
 .PHONY: eval-routing
 EVAL_ARGS ?=
 eval-routing:
 	uv run --locked python -m evals.routing $(EVAL_ARGS)
+
+# The agent evaluation (evals/agent, docs/agent-eval.md): every labelled task submitted to taskyard started as
+# real processes (API, broker agent, a worker per specialist) on the local RabbitMQ and PostgreSQL, graded by
+# automatic checks; prints success per specialist, kind and slice, steps, tokens and latency. The model:
+# TASKYARD_LLM_BASE_URL / TASKYARD_LLM_MODEL (key from TASKYARD_LLM_API_KEY or OPENAI_API_KEY) when set,
+# else the local model `make up` runs (`make local-model` prepares it). EVAL_AGENT_ARGS: "--limit 5",
+# "--specialist researcher", "--slice adversarial", "--failures", "--json FILE", "--markdown FILE",
+# "--llm dev" (the scripted dev model: proves the harness, figures meaningless).
+.PHONY: eval-agent
+EVAL_AGENT_ARGS ?=
+eval-agent: bootstrap
+	uv sync --locked
+	$(TEST_ENV) uv run --locked python -m evals.agent $(EVAL_AGENT_ARGS)

@@ -55,6 +55,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--json", type=Path, default=None, help="also write every row as JSON here (for tests and tools)"
     )
+    parser.add_argument(
+        "--reuse-store",
+        metavar="SCHEMA",
+        default=None,
+        help="large_store: measure on this schema, filled before by `python -m bench.store_fill --schema "
+        "SCHEMA` and kept, instead of filling one (half an hour) and dropping it",
+    )
     parser.add_argument("--keep-logs", action="store_true", help="keep the services' logs (path printed)")
     return parser.parse_args(argv)
 
@@ -69,7 +76,14 @@ async def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     started = datetime.datetime.now(datetime.UTC)
     work_dir = Path(tempfile.mkdtemp(prefix="taskyard-bench-"))
-    ctx = Context(amqp_url, db_url, quick=args.quick or args.smoke, work_dir=work_dir, smoke=args.smoke)
+    ctx = Context(
+        amqp_url,
+        db_url,
+        quick=args.quick or args.smoke,
+        work_dir=work_dir,
+        smoke=args.smoke,
+        reuse_store=args.reuse_store,
+    )
     versions = await server_versions(amqp_url, db_url)
     named = []
     for scenario in scenarios:

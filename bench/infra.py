@@ -68,6 +68,8 @@ class Context:
     run_id: str = ""
     # The test suite's run (``--smoke``): tiny counts, a few seconds per scenario, figures meaningless.
     smoke: bool = False
+    # ``--reuse-store SCHEMA``: the large-store scenario's full store, filled earlier and kept.
+    reuse_store: str | None = None
 
     def __post_init__(self) -> None:
         self.run_id = self.run_id or uuid.uuid4().hex[:8]

@@ -7,15 +7,23 @@ key stays: every other table's foreign key needs it.
 
 The rows look like a store that ran for ``days``: created evenly over that span, each finished two seconds
 after it was created (95 % completed with a result, 5 % failed with an error), spread over 50 tenants,
-with two events each (``accepted`` and the terminal one) and an idempotency key for one in ten.
+with two events each (``accepted`` and the terminal one) and an idempotency key for one in ten. Ids are
+UUIDv7 of each row's ``created_at`` (as the services make them), generated oldest first.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import sys
 import time
 from dataclasses import dataclass
 
 import asyncpg
+
+from bench.infra import service_urls
+from taskyard_common.ids import uuid7_sql
+from taskyard_common.store.migrate import migrate
 
 TENANTS = 50
 # The generated rows, not the tasks the scenario submitted before the fill.
@@ -35,7 +43,7 @@ def _fill_tasks(schema: str) -> str:
     INSERT INTO "{schema}".tasks (id, status, input, metadata, requested_specialist, specialist, routing,
         attempts, result, error, created_at, published_at, routed_at, started_at, finished_at, updated_at,
         tenant, event_seq)
-    SELECT gen_random_uuid(),
+    SELECT {uuid7_sql("ts")},
         CASE WHEN g % 20 = 0 THEN 'failed' ELSE 'completed' END,
         to_jsonb('Summarise the quarterly report number ' || g || ' for the board in three sentences.'),
         jsonb_build_object('source', 'bulk', 'batch', (g % 1000)::text),
@@ -49,7 +57,7 @@ def _fill_tasks(schema: str) -> str:
         ts, ts, ts, ts, ts + interval '2 seconds', ts + interval '2 seconds',
         CASE WHEN g % {TENANTS} = 0 THEN 'default' ELSE 'tenant-' || (g % {TENANTS}) END,
         2
-    FROM (SELECT g, clock_timestamp() - interval '1 hour' - ($2::float8 * g / $1) * interval '1 day' AS ts
+    FROM (SELECT g, clock_timestamp() - interval '1 hour' - ($2::float8 * ($1 - g) / $1) * interval '1 day' AS ts
           FROM generate_series(1, $1::bigint) AS g) AS s
     """
 
@@ -98,7 +106,7 @@ async def fill(db_url: str, schema: str, tasks: int, *, days: float = 40.0) -> F
         await conn.execute(
             f'INSERT INTO "{schema}".idempotency_keys (tenant, key, request_hash, task_id, created_at)'
             f" SELECT tenant, 'bulk-' || id, 'h', id, created_at FROM \"{schema}\".tasks"
-            f" WHERE {_GENERATED} AND get_byte(uuid_send(id), 0) < 26"  # about one in ten
+            f" WHERE {_GENERATED} AND get_byte(uuid_send(id), 15) < 26"  # about one in ten (a random byte)
         )
         for _, definition in indexes:
             await conn.execute(definition)
@@ -113,3 +121,32 @@ async def fill(db_url: str, schema: str, tasks: int, *, days: float = 40.0) -> F
     finally:
         await conn.close()
     return Filled(tasks, time.monotonic() - started, sizes)
+
+
+async def fill_schema(db_url: str, schema: str, tasks: int) -> Filled:
+    """Migrate ``schema`` (made if missing) and fill it: a store a later run reuses (``--reuse-store``)."""
+    conn = await asyncpg.connect(db_url)
+    try:
+        await migrate(conn, schema)
+    finally:
+        await conn.close()
+    return await fill(db_url, schema, tasks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.store_fill",
+        description="Fill a schema of its own with finished tasks, for `--only large_store --reuse-store`.",
+    )
+    parser.add_argument("--schema", required=True, help="the schema to make (or add to); kept afterwards")
+    parser.add_argument("--tasks", type=int, default=10_000_000)
+    args = parser.parse_args(argv)
+    _, db_url = service_urls()
+    filled = asyncio.run(fill_schema(db_url, args.schema, args.tasks))
+    sizes = ", ".join(f"{t} {size / 2**30:.2f} GiB" for t, size in filled.sizes.items())
+    print(f"schema {args.schema}: {filled.tasks:,} tasks added in {filled.seconds:,.0f} s ({sizes})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

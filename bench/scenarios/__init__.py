@@ -10,6 +10,7 @@ from bench.scenarios import (
     large_store,
     llm_rpm,
     priority,
+    store_layout,
     submit_path,
     taskyard_io,
     taskyard_noop,
@@ -27,4 +28,5 @@ ALL: tuple[Scenario, ...] = (
     priority.SCENARIO,
     llm_rpm.SCENARIO,
     large_store.SCENARIO,
+    store_layout.SCENARIO,
 )

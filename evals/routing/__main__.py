@@ -1,4 +1,7 @@
-"""``python -m evals.routing``: score the routers against the labelled set and print the figures.
+"""``python -m evals.routing``: score the routers against the labelled sets and print the figures.
+
+Two sets, reported separately, never merged: ``shipped`` (cases.yaml, over specialists.yaml) and
+``heldout`` (heldout/, its own catalog without examples, kept out of any tuning).
 
 The rules router runs in-process in well under a second. The LLM router is the broker agent's own
 ``Router`` (guard, cache and fallbacks included), built by ``Router.create`` from the same settings the
@@ -12,12 +15,15 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
-from evals.routing.cases import DEV, HELD_OUT, Case, load_cases, sample
+from evals.routing.cases import DEV, HELD_OUT, Case, EvalSet, eval_sets, load_cases, sample
 from evals.routing.score import Outcome, format_report, route_all, summarize
+from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.router import Router
+from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_broker_agent.settings import BrokerAgentSettings
-from taskyard_common.catalog import load_catalog
+from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.settings import LlmSettings
 
 
@@ -29,7 +35,15 @@ def main(argv: list[str] | None = None) -> int:
         default="both",
         help="both: the rules, and the LLM when TASKYARD_LLM_BASE_URL/API_KEY is set",
     )
-    parser.add_argument("--catalog", type=Path, default=Path("specialists.yaml"))
+    parser.add_argument(
+        "--catalog", type=Path, default=Path("specialists.yaml"), help="the shipped set's catalog"
+    )
+    parser.add_argument(
+        "--set",
+        choices=["shipped", "heldout", "both"],
+        default="both",
+        help="shipped: cases.yaml over the shipped catalog; heldout: heldout/ (never tuned on)",
+    )
     parser.add_argument("--split", choices=["all", DEV, HELD_OUT], default="all")
     parser.add_argument("--slice", help="only the cases of this slice")
     parser.add_argument("--limit", type=int, help="only the first N cases (a smoke run)")
@@ -42,12 +56,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-repeat", action="store_true", help="LLM: skip the second pass that measures cached decisions"
     )
+    parser.add_argument(
+        "--no-examples",
+        action="store_true",
+        help="drop every specialist's `examples` from the catalogs: routing from descriptions and keywords",
+    )
+    parser.add_argument(
+        "--no-lexicon",
+        action="store_true",
+        help="rules: without the cross-lingual lexicon (what it adds, on the same threshold)",
+    )
     parser.add_argument("--misses", action="store_true", help="list every wrong decision")
     parser.add_argument("--json", type=Path, help="write every decision and the summary to this file")
     args = parser.parse_args(argv)  # fmt: skip
 
-    catalog = load_catalog(args.catalog)
-    cases = load_cases(catalog)
+    sets = eval_sets(args.catalog)
+    chosen = list(sets.values()) if args.set == "both" else [sets[args.set]]
+    llm_settings = LlmSettings()
+    if args.router == "llm" and not llm_settings.enabled:
+        parser.error("--router llm needs TASKYARD_LLM_BASE_URL (or an API key)")
+    report: dict[str, Any] = {}
+    for eval_set in chosen:
+        report[eval_set.name] = _evaluate(eval_set, args, llm_settings)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    return 0
+
+
+def _evaluate(eval_set: EvalSet, args: argparse.Namespace, llm_settings: LlmSettings) -> dict[str, Any]:
+    """Route one set's cases with the rules (and the LLM when asked and configured); print its report."""
+    catalog = load_catalog(eval_set.catalog)
+    if args.no_examples:
+        catalog = without_examples(catalog)
+    cases = load_cases(catalog, eval_set.cases, held_out=eval_set.held_out)
     if args.split != "all":
         cases = [c for c in cases if c.split == args.split]
     if args.slice:
@@ -56,14 +97,16 @@ def main(argv: list[str] | None = None) -> int:
         cases = sample(cases, args.sample)
     if args.limit:
         cases = cases[: args.limit]
-    llm_settings = LlmSettings()
-    broker = BrokerAgentSettings()
     runs: dict[str, list[Outcome]] = {}
     if args.router in ("rules", "both"):
-        runs["rules"] = asyncio.run(_run(Router.create(catalog, None), cases, repeat=False))
+        rules = Router.create(catalog, None)
+        if args.no_lexicon:
+            rules = Router(
+                RoutingPrompt.from_catalog(catalog), RulesRouter(catalog, cross_lingual=False), client=None
+            )
+        runs["rules"] = asyncio.run(_run(rules, cases, repeat=False))
     if args.router == "llm" or (args.router == "both" and llm_settings.enabled):
-        if not llm_settings.enabled:
-            parser.error("--router llm needs TASKYARD_LLM_BASE_URL (or an API key)")
+        broker = BrokerAgentSettings()
         router = Router.create(
             catalog,
             llm_settings,
@@ -72,21 +115,30 @@ def main(argv: list[str] | None = None) -> int:
         )
         runs[f"llm ({llm_settings.model})"] = asyncio.run(_run(router, cases, repeat=not args.no_repeat))
     summaries = {name: summarize(outcomes) for name, outcomes in runs.items()}
-    print(f"{len(cases)} cases ({args.split}), catalog {args.catalog}")
+    kept = " (held out of any tuning)" if eval_set.held_out else ""
+    bare = (", examples dropped" if args.no_examples else "") + (", no lexicon" if args.no_lexicon else "")
+    print(
+        f"\n#### set {eval_set.name}{kept}: {len(cases)} cases ({args.split}), catalog {_shown(eval_set.catalog)}{bare}"
+    )
     for name, outcomes in runs.items():
-        print(format_report(name, summaries[name], outcomes, misses=args.misses))
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    name: {"summary": summaries[name], "decisions": [o.as_dict() for o in outcomes]}
-                    for name, outcomes in runs.items()
-                },
-                indent=1,
-                ensure_ascii=False,
-            )
-        )
-    return 0
+        print(format_report(f"{eval_set.name} / {name}", summaries[name], outcomes, misses=args.misses))
+    return {
+        name: {"summary": summaries[name], "decisions": [o.as_dict() for o in outcomes]}
+        for name, outcomes in runs.items()
+    }
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def without_examples(catalog: Catalog) -> Catalog:
+    """The catalog as users often write it: descriptions and keywords, no example requests."""
+    specialists = tuple(s.model_copy(update={"examples": ()}) for s in catalog.specialists)
+    return catalog.model_copy(update={"specialists": specialists})
 
 
 async def _run(router: Router, cases: list[Case], *, repeat: bool) -> list[Outcome]:

@@ -12,6 +12,8 @@ from taskyard_common.catalog import Catalog
 from taskyard_common.messages import TaskInput
 
 CASES_PATH = Path(__file__).with_name("cases.yaml")
+# The second set: its own catalog (descriptions and keywords only, no examples), held out of any tuning.
+HELDOUT_DIR = Path(__file__).with_name("heldout")
 SLICES = ("clean", "multilingual", "distractor", "injection", "typo", "json", "nofit")
 # The slices where wording, not the task, makes routing hard.
 HARD_SLICES = frozenset({"multilingual", "distractor", "injection", "typo"})
@@ -26,6 +28,8 @@ class Case:
     slices: tuple[str, ...]
     # The specialist an injection case's directive tries to choose (never the label).
     injected: str | None = None
+    # A case of a set kept out of all tuning (heldout/): held out whatever its id.
+    held_out_set: bool = False
 
     @property
     def hard(self) -> bool:
@@ -33,11 +37,32 @@ class Case:
 
     @property
     def split(self) -> str:
-        """A third of the cases, fixed by a hash of the id, is held out: nothing is tuned on it."""
-        return HELD_OUT if hashlib.sha256(self.id.encode()).digest()[0] % 3 == 0 else DEV
+        """A third of the cases, fixed by a hash of the id, is held out: nothing is tuned on it (and every case
+        of the held-out set)."""
+        return HELD_OUT if self.held_out_set or hashlib.sha256(self.id.encode()).digest()[0] % 3 == 0 else DEV
 
 
-def load_cases(catalog: Catalog, path: Path = CASES_PATH) -> list[Case]:
+@dataclass(frozen=True)
+class EvalSet:
+    """A labelled set and the catalog its labels name."""
+
+    name: str
+    catalog: Path
+    cases: Path
+    held_out: bool = False
+
+
+def eval_sets(shipped_catalog: Path = Path("specialists.yaml")) -> dict[str, EvalSet]:
+    """The two labelled sets: the shipped catalog's (``cases.yaml``) and the held-out one (``heldout/``)."""
+    return {
+        "shipped": EvalSet("shipped", shipped_catalog, CASES_PATH),
+        "heldout": EvalSet(
+            "heldout", HELDOUT_DIR / "catalog.yaml", HELDOUT_DIR / "cases.yaml", held_out=True
+        ),
+    }
+
+
+def load_cases(catalog: Catalog, path: Path = CASES_PATH, *, held_out: bool = False) -> list[Case]:
     """The cases, checked against the catalog: a label or injection target outside it is a broken case."""
     cases = []
     seen: set[str] = set()
@@ -48,6 +73,7 @@ def load_cases(catalog: Catalog, path: Path = CASES_PATH) -> list[Case]:
             label=raw["label"],
             slices=tuple(raw["slices"]),
             injected=raw.get("injected"),
+            held_out_set=held_out,
         )
         problems = [
             case.id in seen and "duplicate id",

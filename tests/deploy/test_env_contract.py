@@ -16,8 +16,9 @@ pytestmark = pytest.mark.deploy
 
 SERVICES = {"api": ApiServiceSettings, "broker-agent": BrokerServiceSettings, "worker": WorkerServiceSettings,
             "migrate": ApiServiceSettings}  # fmt: skip
-# Variables the chart sets only to compose another one with $(NAME) (the RabbitmqCluster's credentials).
-HELPERS = {"RABBITMQ_USERNAME", "RABBITMQ_PASSWORD"}
+# Variables the chart sets only to compose another one with $(NAME) (the RabbitmqCluster's credentials), and
+# libpq's PGPASSWORD, which asyncpg reads itself (the Pooler's URL carries no password).
+HELPERS = {"RABBITMQ_USERNAME", "RABBITMQ_PASSWORD", "PGPASSWORD"}
 
 
 def env_names(service_settings) -> set[str]:

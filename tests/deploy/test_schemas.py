@@ -28,6 +28,7 @@ UNCHECKED = {
     ("rabbitmq.com/v1beta1", "RabbitmqCluster"),
     ("postgresql.cnpg.io/v1", "Cluster"),
     ("postgresql.cnpg.io/v1", "ScheduledBackup"),
+    ("postgresql.cnpg.io/v1", "Pooler"),  # checked in test_pooler.py
 }
 ALL_VALUES = [None, *CI_VALUES]
 IDS = ["defaults", *map(values_id, CI_VALUES)]

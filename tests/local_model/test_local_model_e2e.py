@@ -6,20 +6,16 @@ prepared model it is skipped, unless TASKYARD_REQUIRE_LOCAL_MODEL=1 (what that t
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from taskyard_devkit.cluster import Cluster
-from taskyard_devkit.local_model import runtime, serving, weights
+from taskyard_devkit.local_model import weights
 from taskyard_devkit.local_model.layout import Layout, configured_model_path
-from taskyard_devkit.ports import free_port
-from taskyard_devkit.process import Service
-from taskyard_devkit.readiness import wait_http_ok_sync
+from tests.local_model.conftest import not_prepared
 from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(1800)]
@@ -35,43 +31,13 @@ REQUESTS = {
 }
 # Routed, but not run: the researcher's tool loop (http_fetch, up to 8 steps) would take minutes on a CPU.
 ROUTE_ONLY = {"researcher"}
-# A CPU model answers one call at a time, at a few seconds each: far longer limits than a hosted one needs.
-SLOW_LLM = {"TASKYARD_LLM_ROUTING_TIMEOUT_SECONDS": "600", "TASKYARD_LLM_TIMEOUT_SECONDS": "600"}
 
 
-@pytest.fixture(scope="module")
-def local_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The model server as `make up` runs it; its base URL."""
-    layout = Layout()
-    model = configured_model_path() or layout.model
-    missing = []
-    if runtime.runtime_version(layout) != runtime.RUNTIME_VERSION:
-        missing.append(f"the runtime ({runtime.RUNTIME} in {layout.venv})")
-    if configured_model_path() is None and not weights.model_verified(layout):
-        missing.append(f"the verified weights ({layout.model})")
-    if missing:
-        reason = (
-            f"the local model is not prepared: {' and '.join(missing)}; `make test-local-model` prepares it"
-        )
-        if os.environ.get("TASKYARD_REQUIRE_LOCAL_MODEL") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    port = free_port()
-    logs = tmp_path_factory.mktemp("local-model")
-    service = Service("local-model", serving.server_command(model, port), {}, logs)
-    try:
-        started = time.monotonic()
-        wait_http_ok_sync(f"http://127.0.0.1:{port}/v1/models", service, timeout=300)
-        print(f"model loaded in {time.monotonic() - started:.1f} s")
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        service.stop()
-        print(f"--- local model server ---\n{service.log_tail(20)}")
-
-
-async def test_the_local_model_routes_and_answers_tasks(cluster: Cluster, local_llm: str, catalog) -> None:
+async def test_the_local_model_routes_and_answers_tasks(
+    cluster: Cluster, local_llm_env: dict[str, str], catalog
+) -> None:
     assert set(REQUESTS) <= set(catalog.names)
-    llm = {"TASKYARD_LLM_BASE_URL": local_llm, "TASKYARD_LLM_MODEL": serving.MODEL_ALIAS, **SLOW_LLM}
+    llm = local_llm_env
     await cluster.start_api()
     await cluster.start_broker_agent(**llm)
     async with httpx.AsyncClient(base_url=cluster.api_url, timeout=30) as client:
@@ -128,10 +94,7 @@ def test_the_model_file_is_the_pinned_one() -> None:
     configured = configured_model_path()
     path = configured or Layout().model
     if not path.exists():
-        reason = f"{path} is not there; `make test-local-model` prepares it"
-        if os.environ.get("TASKYARD_REQUIRE_LOCAL_MODEL") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        not_prepared(f"{path} is not there; `make test-local-model` prepares it")
     assert Path(path).read_bytes()[:4] == b"GGUF"
     if configured is None:
         assert weights.model_verified(Layout())

@@ -19,7 +19,12 @@ from yarl import URL
 from taskyard_broker_agent.agent import BrokerAgent
 from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.routing.router import Router
-from taskyard_broker_agent.settings import BrokerAgentSettings, SchedulerSettings, ServiceSettings
+from taskyard_broker_agent.settings import (
+    BrokerAgentSettings,
+    LaneSettings,
+    SchedulerSettings,
+    ServiceSettings,
+)
 from taskyard_common.amqp import Publisher
 from taskyard_common.announce import destination
 from taskyard_common.catalog import Catalog
@@ -61,6 +66,7 @@ def make_settings(
         db: DbSettings | None = None,
         webhook: WebhookSettings | None = None,
         scheduler: SchedulerSettings | None = None,
+        lanes: LaneSettings | None = None,
         **broker: Any,
     ) -> ServiceSettings:
         return ServiceSettings(
@@ -74,6 +80,7 @@ def make_settings(
             webhook=webhook or WebhookSettings(),
             # A slow scheduler unless a test wants one: it must not take other tests' rounds.
             scheduler=scheduler or SchedulerSettings(interval_seconds=60),
+            lanes=lanes or LaneSettings(),
         )
 
     return make

@@ -2,10 +2,12 @@
 by its last child, a group's reduce step created exactly once however its children end."""
 
 import asyncio
+import time
 import uuid
 
 import pytest
 
+from taskyard_common.ids import uuid7_time_ms
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, TaskRecord
@@ -52,6 +54,8 @@ async def test_a_completed_chain_step_creates_the_next_one_with_its_output(store
     assert (second.chain_root_id, second.chain_index, second.chain_rest) == (first.id, 1, steps[1:])
     assert second.webhook == first.webhook, "the chain's webhook moves along"
     assert [s["id"] for s in await store.chain(first.id)] == [first.id, second.id]
+    # The store makes the next step's id itself: a time-ordered UUIDv7 of now, like the ones Python makes.
+    assert second.id.version == 7 and abs(uuid7_time_ms(second.id) / 1000 - time.time()) < 60
     # A step that completes with steps to come announces nothing to the webhook; the chain's end does.
     assert (
         await store.pool.fetchval("SELECT count(*) FROM webhook_deliveries WHERE task_id = $1", first.id) == 0

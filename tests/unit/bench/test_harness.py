@@ -121,3 +121,27 @@ async def test_a_scenario_cut_off_keeps_its_partial_rows(tmp_path: Path) -> None
     rows = await run_scenario(scenario, ctx)
     assert [(r.done, r.status) for r in rows] == [(3, TIMED_OUT)]
     assert "scenario limit" in rows[0].note
+
+
+def test_large_store_targets_average_the_rounds_and_show_each() -> None:
+    rows = [
+        _row("large.empty.submit", 500, 10.0, p99_ms=100.0),
+        _row("large.full.submit", 500, 10.0, p99_ms=130.0),
+        _row("large.empty.submit.r2", 500, 10.0, p99_ms=120.0),
+        _row("large.full.submit.r2", 500, 10.0, p99_ms=110.0),
+        _row("large.empty.e2e", 5000, 100.0),
+        _row("large.full.e2e", 5000, 110.0),
+        _row("large.empty.e2e.r2", 5000, 100.0),
+        _row("large.full.e2e.r2", 5000, 90.0),
+    ]
+    verdicts = {t.name: t for t in evaluate(rows)}
+    submit = verdicts["submit p99 with the store full vs empty"]
+    # Means 120 vs 110 ms: 1.09x, met, though round 1 alone (1.30x) would not be.
+    assert submit.met is True and submit.measured.startswith("1.09x")
+    assert "rounds 1.30x, 0.92x" in submit.measured
+    e2e = verdicts["e2e no-op throughput with the store full vs empty"]
+    assert e2e.met is True and "rounds 0.91x, 1.11x" in e2e.measured
+    assert verdicts["submit p99 with retention removing vs not"].met is None  # not run
+
+    rows[3].status = TIMED_OUT  # one round cut short: no verdict can be met
+    assert {t.name: t for t in evaluate(rows)}["submit p99 with the store full vs empty"].met is False

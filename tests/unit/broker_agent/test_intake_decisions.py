@@ -273,3 +273,9 @@ def test_a_scheduled_task_cancelled_or_expired_meanwhile_stops_hopping(catalog: 
     assert decide_intake(message("summarizer"), stored, catalog, NOW, route_refused=True) == IgnoreFinished(
         status
     )
+
+
+def test_a_redelivery_of_a_parked_task_publishes_nothing(catalog: Catalog):
+    """A parked task has no message on purpose: the feeder publishes it, not an intake redelivery."""
+    parked = task(TaskStatus.QUEUED, routing=STORED).model_copy(update={"parked_at": NOW})
+    assert decide_intake(message(), parked, catalog, NOW) == IgnoreDuplicate(TaskStatus.QUEUED)

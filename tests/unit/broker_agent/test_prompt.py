@@ -7,6 +7,8 @@ import pytest
 from taskyard_broker_agent.routing.prompt import (
     ROUTE_TOOL_NAME,
     RoutingPrompt,
+    build_system_prompt,
+    no_fit_rule,
     serialize_request,
     specialist_line,
 )
@@ -68,3 +70,12 @@ def test_long_requests_are_cut_and_marked(catalog: Catalog):
     content = short.user_message("x" * 10_000)
     assert content.startswith('<request truncated="true">\n')
     assert len(content) < 200
+
+
+def test_the_no_fit_rule_names_only_the_fallback(catalog: Catalog):
+    rule = no_fit_rule(catalog.fallback)
+    assert rule in build_system_prompt(catalog)
+    # It says what the fallback takes and that a shared topic is no fit, and names no other specialist.
+    assert "general knowledge" in rule and "merely shares a topic" in rule
+    others = [n for n in catalog.names if n != catalog.fallback]
+    assert not any(name in rule for name in others)

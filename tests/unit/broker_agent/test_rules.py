@@ -155,3 +155,14 @@ def test_tokenize_lowercases_splits_and_strips_plurals():
 def test_input_text_is_bounded():
     assert len(input_text("word " * 100_000, limit=1000)) <= 1000
     assert input_text({"a": ["b", {"c": "d"}], "e": 1, "f": True}) == "a b c d e f"
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    # One plain description or example word ("tell me", "day", "fiction" ~ "action") is a guess, not a fit.
+    ["Tell me something nice", "Plan my day", "Recommend a good science-fiction novel."],
+)
+def test_one_plain_word_is_no_fit(rules: RulesRouter, request_text: str):
+    decision = rules.route(request_text)
+    assert decision.specialist == "general"
+    assert decision.confidence == NO_MATCH_CONFIDENCE

@@ -3,11 +3,13 @@
 import asyncio
 from collections import Counter
 
-from evals.routing.__main__ import main
-from evals.routing.cases import DEV, HELD_OUT, SLICES, load_cases, sample
+import pytest
+
+from evals.routing.__main__ import main, without_examples
+from evals.routing.cases import DEV, HELD_OUT, SLICES, eval_sets, load_cases, sample
 from evals.routing.score import route_all, summarize
 from taskyard_broker_agent.routing.router import Router
-from taskyard_common.catalog import Catalog
+from taskyard_common.catalog import Catalog, load_catalog
 
 
 def test_the_set_covers_every_slice_and_specialist(catalog: Catalog):
@@ -23,14 +25,54 @@ def test_the_set_covers_every_slice_and_specialist(catalog: Catalog):
     assert len(quick) == 6 * 3 + 10 and sum(c.injected is not None for c in quick) == 10
 
 
+def test_the_held_out_set_is_well_formed_and_has_no_examples():
+    held_out = eval_sets()["heldout"]
+    catalog = load_catalog(held_out.catalog)
+    assert len(catalog.specialists) == 8 and not any(s.examples for s in catalog.specialists)
+    # Every label and injection target is in its own catalog (load_cases refuses anything else).
+    cases = load_cases(catalog, held_out.cases, held_out=True)
+    assert len(cases) >= 200 and {c.split for c in cases} == {HELD_OUT}
+    assert set(Counter(c.label for c in cases)) == set(catalog.names)
+    slices = Counter(s for c in cases for s in c.slices)
+    assert slices["nofit"] >= 20 and slices["injection"] >= 10 and slices["distractor"] >= 20
+    assert slices["multilingual"] >= 0.2 * len(cases)
+    assert all(c.label == catalog.fallback for c in cases if "nofit" in c.slices)
+
+
+def test_a_label_outside_the_catalog_is_refused(catalog: Catalog, tmp_path):
+    bad = tmp_path / "cases.yaml"
+    bad.write_text('- {id: x-1, label: sql-analyst, slices: [clean], input: "a query"}\n')
+    with pytest.raises(ValueError, match="not in the catalog"):
+        load_cases(catalog, bad)
+
+
+def test_without_examples_keeps_everything_else(catalog: Catalog):
+    bare = without_examples(catalog)
+    assert bare.names == catalog.names and bare.fallback == catalog.fallback
+    assert not any(s.examples for s in bare.specialists)
+    assert [s.keywords for s in bare.specialists] == [s.keywords for s in catalog.specialists]
+
+
 def test_rules_router_figures(catalog: Catalog):
     # A floor under the figures docs/routing.md reports, so a change that costs accuracy shows here.
     outcomes = asyncio.run(route_all(Router.create(catalog, None), load_cases(catalog), repeat=False))
     summary = summarize(outcomes)
-    assert summary["overall"]["accuracy"] >= 0.80
-    assert summary["splits"][HELD_OUT]["accuracy"] >= 0.80
+    assert summary["overall"]["accuracy"] >= 0.88
+    assert summary["splits"][HELD_OUT]["accuracy"] >= 0.88
+    assert summary["slices"]["nofit"]["accuracy"] >= 0.90
+    assert summary["slices"]["multilingual"]["accuracy"] >= 0.90
     assert summary["injection_followed"] == 0
     assert summary["llm_calls_per_decision"] == 0
+
+
+def test_rules_router_figures_on_the_held_out_set():
+    # A floor only (issue 20: >= 70 % without examples); nothing is tuned to this set's cases.
+    held_out = eval_sets()["heldout"]
+    catalog = load_catalog(held_out.catalog)
+    cases = load_cases(catalog, held_out.cases, held_out=True)
+    summary = summarize(asyncio.run(route_all(Router.create(catalog, None), cases, repeat=False)))
+    assert summary["overall"]["accuracy"] >= 0.75
+    assert summary["slices"]["multilingual"]["accuracy"] >= 0.75
 
 
 def test_the_command_runs_the_rules_alone(capsys, monkeypatch):
@@ -38,4 +80,5 @@ def test_the_command_runs_the_rules_alone(capsys, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     assert main(["--split", "held-out"]) == 0
     out = capsys.readouterr().out
-    assert "== rules" in out and "injection followed" in out and "== llm" not in out
+    assert "== shipped / rules" in out and "== heldout / rules" in out
+    assert "injection followed" in out and "/ llm" not in out

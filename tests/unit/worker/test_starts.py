@@ -18,6 +18,7 @@ from taskyard_worker.starts import (
     Defer,
     Finish,
     HandBack,
+    Park,
     Run,
     StartDecision,
     WaitForLease,
@@ -150,3 +151,15 @@ def test_an_unavailable_store_defers_by_the_specialists_backoff() -> None:
     ]
     assert 1 <= delays[0] <= 2 and 4 <= delays[1] <= 8 and 5 <= delays[2] <= 10
     assert defer_while_store_unavailable(1, spec).reason == "the store is unavailable"
+
+
+@pytest.mark.parametrize("reason", list(DeferralReason))
+def test_a_refusal_the_store_parked_is_acked_not_sent_round(reason: DeferralReason) -> None:
+    """A queued task refused (its tenant's cap or fair share) is parked by the store: the delivery is acked
+    and nothing is published (the broker agent's feeder publishes it when its tenant has room); a retrying
+    one (not parked) still goes round a delay queue."""
+    parked = StartResult(StartOutcome.DEFERRED, reason=reason, deferrals=3, parked=True)
+    decision = decide_start(parked, Source.MAIN, settle_after_seconds=600, backlog=2_000)
+    assert decision == Park(decision.reason, reason.value) and isinstance(decision, Park)
+    not_parked = StartResult(StartOutcome.DEFERRED, reason=reason, deferrals=1)
+    assert isinstance(decide_start(not_parked, Source.MAIN, settle_after_seconds=600), Defer)

@@ -14,7 +14,21 @@
 - name: TASKYARD_AMQP_URL
   valueFrom: {secretKeyRef: {name: {{ .Values.rabbitmq.external.existingSecret }}, key: {{ .Values.rabbitmq.external.urlKey }}}}
 {{- end }}
-{{- if .Values.postgresql.cluster.enabled }}
+{{- if and .Values.postgresql.cluster.enabled .Values.postgresql.cluster.pooler.enabled }}
+{{- $p := .Values.postgresql.cluster }}
+{{- /* Through the Pooler's Service: the user from the URL, the password from the operator's Secret
+       (asyncpg reads PGPASSWORD), so no password is ever pasted into a URL unencoded. */}}
+- name: PGPASSWORD
+  valueFrom: {secretKeyRef: {name: {{ include "taskyard.postgresqlClusterName" . }}-app, key: password}}
+- name: TASKYARD_DB_URL
+  value: {{ printf "postgresql://%s@%s.%s.svc:5432/%s" $p.owner (include "taskyard.postgresqlPoolerName" .) .Release.Namespace $p.database | quote }}
+- name: TASKYARD_DB_POOLED
+  value: "true"
+{{- if eq (toString (index $p.pooler.parameters "max_prepared_statements" | default "0")) "0" }}
+- name: TASKYARD_DB_STATEMENT_CACHE_SIZE
+  value: "0"
+{{- end }}
+{{- else if .Values.postgresql.cluster.enabled }}
 - name: TASKYARD_DB_URL
   valueFrom: {secretKeyRef: {name: {{ include "taskyard.postgresqlClusterName" . }}-app, key: uri}}
 {{- else }}

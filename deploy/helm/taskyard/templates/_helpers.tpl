@@ -180,6 +180,10 @@ default
 {{ include "taskyard.componentName" (dict "ctx" . "component" "postgresql") }}
 {{- end }}
 
+{{- define "taskyard.postgresqlPoolerName" -}}
+{{ include "taskyard.componentName" (dict "ctx" . "component" "postgresql-pooler") }}
+{{- end }}
+
 {{- define "taskyard.catalogVolume" -}}
 - name: catalog
   configMap:

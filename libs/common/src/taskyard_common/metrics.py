@@ -35,6 +35,17 @@ SUBMIT_REJECTED = Counter(
 ROUTING_DECISIONS = Counter(
     "taskyard_routing_decisions_total", "Routing decisions of the broker agent", ["method", "specialist"]
 )
+# Tenant lanes (issue 15): routed tasks parked in the store instead of published, and parked tasks released.
+TASKS_PARKED = Counter(
+    "taskyard_tasks_parked_total",
+    "Routed tasks the broker agent parked in the store (their tenant's lane for the specialist was full)",
+    ["specialist"],
+)
+PARKED_RELEASED = Counter(
+    "taskyard_parked_tasks_released_total",
+    "Parked tasks the broker agent's feeder published into their tenant's lane",
+    ["specialist"],
+)
 ROUTING_FALLBACKS = Counter(
     "taskyard_routing_fallbacks_total", "LLM routing attempts that fell back to the rules router", ["reason"]
 )
@@ -352,6 +363,8 @@ def count_removed(rows: dict[str, int]) -> None:
 def init_broker_labels(specialists: Iterable[str]) -> None:
     for specialist in specialists:
         TASKS_DEAD_LETTERED.labels(specialist)
+        TASKS_PARKED.labels(specialist)
+        PARKED_RELEASED.labels(specialist)
         for method in ROUTING_METHODS:
             ROUTING_DECISIONS.labels(method, specialist)
     TASKS_DEAD_LETTERED.labels(UNKNOWN_SPECIALIST)

@@ -59,6 +59,14 @@ class DbSettings(BaseSettings):
     pool_min_size: int = Field(default=1, ge=0)
     pool_max_size: int = Field(default=10, ge=1)
     command_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Connections go through PgBouncer in transaction mode: PgBouncer refuses a search_path in the startup
+    # packet, so none is sent and the schema must be the role's default (a schema named after the role,
+    # found through "$user"): checked when a pool opens. Migrations connect to PostgreSQL directly.
+    pooled: bool = False
+    # asyncpg's prepared-statement cache per connection. Behind PgBouncer >= 1.21 with
+    # max_prepared_statements > 0 the cache works as it does directly; behind an older PgBouncer (or one
+    # with max_prepared_statements = 0) it must be 0.
+    statement_cache_size: int = Field(default=100, ge=0)
 
 
 class LlmSettings(BaseSettings):

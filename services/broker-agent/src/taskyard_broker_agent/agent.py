@@ -1,5 +1,5 @@
-"""The broker agent: the intake and dead-letter consumers, the lease reaper, the queue sampler, the webhook
-dispatcher, the cron schedules' scheduler and the retention loop, on the resources of one process; a
+"""The broker agent: the intake and dead-letter consumers, the lease reaper, the queue sampler, the parked
+tasks' feeder, the webhook dispatcher, the cron schedules' scheduler and the retention loop, on the resources of one process; a
 graceful stop."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 from taskyard_broker_agent.dead_letters.consumer import DeadLetterConsumer
 from taskyard_broker_agent.inflight import InFlight
 from taskyard_broker_agent.intake.handler import IntakeHandler
+from taskyard_broker_agent.lanes import Feeder, Lanes
 from taskyard_broker_agent.queue_metrics import QueueMetrics
 from taskyard_broker_agent.reaper import Reaper
 from taskyard_broker_agent.resources import Resources
@@ -45,6 +46,7 @@ class BrokerAgent:
         self.webhooks: Dispatcher | None = None
         self.scheduler: Scheduler | None = None
         self.retention: Retention | None = None
+        self.feeder: Feeder | None = None
         self._queue_metrics: QueueMetrics | None = None
         self._intake_inflight = InFlight("intake message")
         self._dead_letter_inflight = InFlight("dead letter")
@@ -107,12 +109,15 @@ class BrokerAgent:
         if resources.router.uses_llm:
             metrics.init_llm_labels(self.settings.llm.model)
         context = resources.context()
-        intake = IntakeHandler(context)
+        lanes = Lanes(context, self.settings.lanes)
+        intake = IntakeHandler(context, lanes)
         dead_letters = DeadLetterConsumer(context)
         self.reaper = Reaper(context)
         self.reaper.start()
-        self._queue_metrics = QueueMetrics(context, resources.connection)
+        self._queue_metrics = QueueMetrics(context, resources.connection, lanes=lanes)
         self._queue_metrics.start()
+        self.feeder = Feeder(context, lanes, self.settings.lanes)
+        self.feeder.start()
         self.webhooks = Dispatcher(resources.outbox, resources.webhook_secrets, self.settings.webhook)
         self.webhooks.start()
         if self.settings.scheduler.enabled:
@@ -144,6 +149,8 @@ class BrokerAgent:
         if resources is None or reaper is None or not reaper.running:
             return False
         if webhooks is None or not webhooks.running:
+            return False
+        if self.feeder is None or not self.feeder.running:
             return False
         if self.settings.scheduler.enabled and (self.scheduler is None or not self.scheduler.running):
             return False
@@ -177,7 +184,9 @@ class BrokerAgent:
         webhooks, self.webhooks = self.webhooks, None
         scheduler, self.scheduler = self.scheduler, None
         retention, self.retention = self.retention, None
+        feeder, self.feeder = self.feeder, None
         await asyncio.gather(
+            feeder.stop(grace_seconds) if feeder is not None else asyncio.sleep(0),
             self._intake_inflight.drain(grace_seconds),
             self._dead_letter_inflight.drain(grace_seconds),
             reaper.stop(grace_seconds) if reaper is not None else asyncio.sleep(0),

@@ -63,6 +63,22 @@ class BrokerAgentSettings(BaseSettings):
     shutdown_grace_seconds: float = Field(default=20.0, gt=0)
 
 
+class LaneSettings(BaseSettings):
+    """Tenant lanes and the parked tasks' feeder (``TASKYARD_BROKER_LANE_*``; see ``lanes.py``)."""
+
+    model_config = SettingsConfigDict(env_prefix="TASKYARD_BROKER_LANE_", extra="ignore")
+
+    # Off: nothing is parked at routing (a worker's refused start still parks, and the feeder releases it).
+    enabled: bool = True
+    # A lane's depth: max(min_depth, ceil(factor * the specialist's slots across its workers)).
+    factor: float = Field(default=1.0, gt=0, le=100)
+    min_depth: int = Field(default=4, ge=1, le=100_000)
+    # How often the feeder releases parked tasks (a parked task waits about half of this on average once
+    # its lane has room), and how many one round releases at most.
+    feeder_interval_seconds: float = Field(default=0.25, gt=0, le=60)
+    feeder_batch: int = Field(default=1000, ge=1, le=100_000)
+
+
 class SchedulerSettings(BaseSettings):
     """The cron schedules' scheduler (``TASKYARD_BROKER_SCHEDULER_*``)."""
 
@@ -114,6 +130,7 @@ class ServiceSettings(BaseModel):
     # Read from the environment when not given (``get_settings`` gives it).
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    lanes: LaneSettings = Field(default_factory=LaneSettings)
 
     @property
     def llm_routing_enabled(self) -> bool:
@@ -135,4 +152,5 @@ def get_settings() -> ServiceSettings:
         webhook=WebhookSettings(),
         scheduler=SchedulerSettings(),
         retention=RetentionSettings(),
+        lanes=LaneSettings(),
     )

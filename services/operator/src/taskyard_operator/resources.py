@@ -36,6 +36,8 @@ class Resources:
                     max_size=2,
                     command_timeout=settings.db.command_timeout_seconds,
                     timeout=settings.db.command_timeout_seconds,
+                    # Its queries name the schema themselves; through PgBouncer the cache setting matters.
+                    statement_cache_size=settings.db.statement_cache_size,
                     server_settings={"application_name": "taskyard-operator"},
                 )
             except BaseException:

@@ -14,8 +14,10 @@ its task, the worker checks the task's tenant against its share (``within_share`
   competing tenants lack to reach their share (each at most its waiting tasks and its room under its cap):
   slots nobody else can use are never left idle, and slots someone else is owed are kept for them.
 
-A refused delivery is deferred (uncharged, reason ``fair_share``, noted in the attempt history) for
-``FAIR_SHARE_DEFER_SECONDS``: the tenant's message goes behind the others' in the queue. Each worker shares
+A refused delivery's task is parked (uncharged, reason ``fair_share``, noted in the attempt history) and
+its message acked: the broker agent's feeder publishes it again, behind the others' messages, when its
+tenant's lane has room (``taskyard_common.store.parking``). A retrying task is not parked: its message goes
+round a delay queue for ``FAIR_SHARE_DEFER_SECONDS`` at least (``spread_seconds``). Each worker shares
 its own slots (held slots are counted here, exactly, per process), so the fleet as a whole shares the same
 way. The snapshot is read lazily, by the first delivery that finds it stale; while the store cannot be read,
 the last snapshot stays in force (none yet: every tenant starts).

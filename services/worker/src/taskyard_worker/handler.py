@@ -38,12 +38,13 @@ from taskyard_worker.starts import (
     Defer,
     Finish,
     HandBack,
+    Park,
     Run,
     StartAction,
     WaitForLease,
     decide_start,
-    defer_refused,
     defer_while_store_unavailable,
+    refused,
 )
 
 log = logging.getLogger(__name__)
@@ -166,13 +167,11 @@ class WorkHandler:
         tenant's fair share, have the store note the refusal instead (when the task is still startable)."""
         message = flight.message
         if not within_share:
-            refused = await self._ctx.store.defer_start(
+            refused_start = await self._ctx.store.defer_start(
                 message.task_id, DeferralReason.FAIR_SHARE, message.attempt
             )
-            if refused is not None:
-                return defer_refused(
-                    DeferralReason.FAIR_SHARE, refused.deferrals, self._fair.backlog(message.tenant)
-                )
+            if refused_start is not None:
+                return refused(refused_start, self._fair.backlog(message.tenant))
             # Not startable (cancelled, finished, leased...): the start below says what to do instead.
         loop = asyncio.get_running_loop()
         waiting_since: float | None = None
@@ -207,6 +206,11 @@ class WorkHandler:
                 await self._attempts.run(flight, record)
             case Defer(delay_seconds=delay, reason=reason, label=label):
                 await self._defer(message, delay, reason, label, crashes=flight.crashes)
+            case Park(reason=reason, label=label):
+                # Routine under load, like a refusal sent round (counted, in the task's history): debug.
+                log.debug("task %s: %s; parked until its tenant has room", message.task_id, reason)
+                TASK_START_DEFERRALS.labels(self._ctx.specialist, label).inc()
+                self._ctx.count("parked")
             case Finish(outcome=outcome, status=status, note=note):
                 if status is not None:
                     TASKS_FINISHED.labels(self._ctx.specialist, status.value).inc()

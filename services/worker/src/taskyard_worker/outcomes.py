@@ -15,10 +15,10 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import uuid4
 
 from taskyard_common.announce import announce
 from taskyard_common.errors import PermanentError, StoreUnavailable, TaskyardError, TransientError
+from taskyard_common.ids import uuid7
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Usage
 from taskyard_common.metrics import TASK_HAND_BACKS, TASK_RETRIES, TASKS_DELEGATED, TASKS_FINISHED
@@ -144,7 +144,7 @@ class OutcomeRecorder:
         helper then acks the task's message: it holds nothing until its last child ends."""
         children = [
             NewTask(
-                id=uuid4(),
+                id=uuid7(),
                 tenant=record.tenant,
                 input=request.task,
                 metadata=record.metadata,

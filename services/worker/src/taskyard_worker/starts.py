@@ -45,6 +45,15 @@ class Defer:
 
 
 @dataclass(frozen=True)
+class Park:
+    """The store parked the refused task (it is queued: ``store/parking.py``): ack, publish nothing; the
+    broker agent's feeder publishes it again when its tenant has room. Not charged."""
+
+    reason: str  # why, for the log line
+    label: str  # why, for taskyard_task_start_deferrals_total
+
+
+@dataclass(frozen=True)
 class Finish:
     """Nothing to run: ack. ``status`` is set when the store finished the task just now (counted in
     ``taskyard_tasks_finished_total``), not when it was finished earlier."""
@@ -67,7 +76,7 @@ class HandBack:
 
 
 # What the handler carries out; ``WaitForLease`` only makes it ask the store again.
-StartAction = Run | Defer | Finish | HandBack
+StartAction = Run | Defer | Park | Finish | HandBack
 StartDecision = StartAction | WaitForLease
 
 
@@ -91,7 +100,7 @@ def decide_start(
     if outcome is StartOutcome.LEASED:
         return _leased(result, source, settle_after_seconds, waited_seconds, stopping)
     if outcome is StartOutcome.DEFERRED:
-        return defer_refused(result.reason or DeferralReason.TENANT_MAX_RUNNING, result.deferrals, backlog)
+        return refused(result, backlog)
     if outcome is StartOutcome.NOT_ROUTED:
         return Defer(1, "its routing is not committed yet", "not_routed")
     if outcome is StartOutcome.EXPIRED:
@@ -149,6 +158,15 @@ def defer_while_store_unavailable(
 def cap_deferral_seconds(deferrals: int) -> float:
     """The wait before the ``deferrals``-th refusal in a row (1-based) for the tenant's cap is retried."""
     return min(CAP_DEFER_MAX_SECONDS, 2.0 ** max(0, deferrals - 1))
+
+
+def refused(result: StartResult, backlog: int = 0, rng: random.Random | None = None) -> Park | Defer:
+    """A refused start (``result`` DEFERRED): parked by the store (a queued task), or a retrying task's
+    message sent round a delay queue (``defer_refused``)."""
+    reason = result.reason or DeferralReason.TENANT_MAX_RUNNING
+    if result.parked:
+        return Park(_REFUSED[reason], reason.value)
+    return defer_refused(reason, result.deferrals, backlog, rng)
 
 
 def defer_refused(

@@ -21,6 +21,7 @@ from taskyard_common.catalog_sources.live import CatalogSource, CatalogUnavailab
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.settings import DbSettings
 from taskyard_common.store._pg import UNAVAILABLE, init_connection
+from taskyard_common.store.connecting import connection_options
 from taskyard_common.store.specialists import SpecialistStore
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,8 @@ class DatabaseSource(CatalogSource):
                 max_size=2,
                 command_timeout=db.command_timeout_seconds,
                 timeout=db.command_timeout_seconds,
-                server_settings={"search_path": db.db_schema, "application_name": "taskyard-catalog"},
                 init=init_connection,
+                **connection_options(db, "taskyard-catalog"),
             )
         except UNAVAILABLE as exc:
             raise CatalogUnavailable(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc

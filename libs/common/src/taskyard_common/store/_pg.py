@@ -28,7 +28,7 @@ COLUMNS = (
     " next_attempt_at, lease_owner, lease_expires_at, lease_expirations, cancel_requested_at, deadline,"
     " timeout_seconds, attempt_log, dead_letter, checkpoint_bytes, event_seq, webhook, instructions,"
     " parent_id, chain_root_id, chain_index, chain_rest, group_id, group_role, delegation, depth,"
-    " waiting_children, priority, not_before"
+    " waiting_children, priority, not_before, parked_at"
 )
 _CREATED = ", ".join(f"c.{c.strip()}" for c in COLUMNS.split(","))
 # A task is born pending (scheduled while its not_before is ahead) with its first event, ``accepted``

@@ -1,7 +1,9 @@
 """Start refusals: a startable task that is not started now, with the reason in its attempt history.
 
-A refused start changes nothing but the history: the task stays queued (or retrying), holds no lease and no
-attempt is charged; the worker sends its message round a delay queue. A task refused many times in a row
+A refused start changes nothing but the history and, for a queued task, ``parked_at``: the task stays queued
+(or retrying), holds no lease and no attempt is charged. A queued task is parked (``parking.py``): the worker
+acks its message and the broker agent's feeder publishes it again when its tenant has room; a retrying one's
+message goes round a delay queue. A task refused many times in a row
 for the same reason (a tenant at its cap with a long backlog) would grow its history without bound, so a
 refusal for the same reason as the history's last entry only counts there (``count``, ``last_at``); the
 first of a run appends the entry ``{event: "start_deferred", reason, attempt, count: 1, first_at, last_at}``
@@ -30,7 +32,9 @@ _NOTE = (
     "'count', (attempt_log->-1->>'count')::int + 1, 'last_at', clock_timestamp()))"
     " ELSE attempt_log || jsonb_build_array(jsonb_build_object('event', 'start_deferred', 'reason', $2::text,"
     " 'attempt', $3::int, 'count', 1, 'first_at', clock_timestamp(), 'last_at', clock_timestamp())) END,"
-    f" event_seq = event_seq + CASE WHEN {_SAME_RUN} THEN 0 ELSE 1 END, updated_at = clock_timestamp()"
+    f" event_seq = event_seq + CASE WHEN {_SAME_RUN} THEN 0 ELSE 1 END, updated_at = clock_timestamp(),"
+    # A queued task is parked (``parking.py``): the feeder publishes it again when its tenant has room.
+    " parked_at = CASE WHEN status = 'queued' THEN clock_timestamp() ELSE parked_at END"
 )
 # A startable task, neither cancelled nor past its deadline (those take ``start``'s locked path instead).
 READY = (
@@ -61,10 +65,11 @@ def _deferral(condition: str = "") -> str:
     (``startable_by``) and ``condition`` holds; selects ``deferrals`` (the count of the run) and ``_watched``."""
     return (
         f"WITH changed AS (UPDATE tasks SET {_NOTE} WHERE id = $1 AND {startable_by('$3')}{condition}"
-        " RETURNING tasks.id, tasks.event_seq, tasks.attempt_log->-1 AS entry, tasks.watched_until),"
+        " RETURNING tasks.id, tasks.event_seq, tasks.attempt_log->-1 AS entry, tasks.watched_until,"
+        " tasks.parked_at IS NOT NULL AND tasks.status = 'queued' AS parked),"
         " logged AS (INSERT INTO task_events (task_id, seq, type, data)"
         " SELECT id, event_seq, 'start_deferred', entry FROM changed WHERE (entry->>'count')::int = 1)"
-        " SELECT (entry->>'count')::int AS deferrals, (entry->>'count')::int = 1 AS _logged,"
+        " SELECT (entry->>'count')::int AS deferrals, (entry->>'count')::int = 1 AS _logged, parked,"
         " COALESCE(watched_until > clock_timestamp(), false) AS _watched FROM changed"
     )
 

@@ -17,6 +17,7 @@ created or moved to ``queued``, which the caller announces.
 
 from __future__ import annotations
 
+from taskyard_common.ids import UUID7_SQL
 from taskyard_common.lifecycle import TERMINAL, sql_in
 
 _CONTINUES = "c.status = 'completed' AND jsonb_array_length(COALESCE(c.chain_rest, '[]'::jsonb)) > 0"
@@ -27,7 +28,7 @@ CHAIN_WEBHOOK_QUIET = f"NOT ({_CONTINUES})"
 NEXT_LINK = (
     "next_link AS (INSERT INTO tasks (id, status, tenant, input, metadata, requested_specialist,"
     " instructions, parent_id, chain_root_id, chain_index, chain_rest, webhook, depth, priority, event_seq)"
-    " SELECT gen_random_uuid(), 'pending', c.tenant, COALESCE(c.result->'output', to_jsonb(''::text)),"
+    f" SELECT {UUID7_SQL}, 'pending', c.tenant, COALESCE(c.result->'output', to_jsonb(''::text)),"
     " c.metadata, c.chain_rest->0->>'specialist', c.chain_rest->0->>'instructions', c.id,"
     " COALESCE(c.chain_root_id, c.id), COALESCE(c.chain_index, 0) + 1, c.chain_rest - 0, c.webhook,"
     f" c.depth, c.priority, 1 FROM changed c WHERE {_CONTINUES} RETURNING id, requested_specialist, chain_index),"

@@ -17,10 +17,11 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
+from taskyard_common.ids import uuid7
 from taskyard_common.lifecycle import NON_TERMINAL, TERMINAL, TaskStatus, sql_in
 from taskyard_common.metrics import GROUP_REDUCE_LATENCY
 from taskyard_common.store._pg import COLUMNS, INSERT_TASK, Connection, PoolStore, insert_args, to_record
@@ -229,7 +230,7 @@ class GroupSettling(PoolStore):
             outcomes.append(outcome)
         spec = group["reduce"] or {}
         task = NewTask(
-            id=uuid4(),
+            id=uuid7(),
             tenant=group["tenant"],
             input={"children": outcomes},
             metadata=group["metadata"],

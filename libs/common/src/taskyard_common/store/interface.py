@@ -8,7 +8,7 @@ The transitions are named as in ``taskyard_common.lifecycle.TRANSITIONS``.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
@@ -123,7 +123,7 @@ class TaskStore(Protocol):
         is not known to be published: a step that re-queues a task and must then publish it (a dead-letter
         replay, a reclaim) sets ``published_at`` to NULL in its commit, ``mark_published`` sets it after the
         confirm. A task merely waiting in a long queue has ``published_at`` set, so it is never announced
-        twice. Not those in ``exclude``."""
+        twice, and neither has a parked task (``parking.py``). Not those in ``exclude``."""
         ...
 
     async def expired_leases(self, limit: int) -> builtins.list[TaskRecord]:
@@ -143,11 +143,27 @@ class TaskStore(Protocol):
     # task's total (recorded steps added theirs already), so every LLM call counts once.
 
     async def route(
-        self, task_id: UUID, decision: RoutingDecision, deadline: datetime | None = None
+        self,
+        task_id: UUID,
+        decision: RoutingDecision,
+        deadline: datetime | None = None,
+        *,
+        lane_depth: int | None = None,
     ) -> RoutedTask | None:
         """pending → queued with the decision, in one statement, unless the task's deadline (else
         ``deadline``) has passed. None when it did not apply: not pending any more, unknown, or expired
-        (the caller reads the task to tell which)."""
+        (the caller reads the task to tell which). ``lane_depth``: the depth of its tenant's lane for the
+        specialist; a full lane parks it (``RoutedTask.parked``: the caller publishes nothing, see
+        ``parking.py``); None: never parked."""
+        ...
+
+    async def release_parked(self, depths: Mapping[str, int], *, limit: int) -> builtins.list[TaskRecord]:
+        """One round of the parked tasks' feeder (``parking.py``): those released now, for the caller to
+        publish and mark. ``depths``: each specialist's lane depth."""
+        ...
+
+    async def parked_count(self, specialist: str, tenant: str) -> int:
+        """How many of ``tenant``'s tasks for ``specialist`` are parked."""
         ...
 
     async def start(

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.settings import DbSettings
 from taskyard_common.store._pg import UNAVAILABLE, PoolStore
+from taskyard_common.store.connecting import connection_options
 
 KEY_PREFIX = "tyk_"
 _KEY = re.compile(r"^(tyk_[0-9a-f]{8})_([A-Za-z0-9_-]{43,})$")
@@ -78,7 +79,7 @@ class KeyStore(PoolStore):
                 max_size=2,
                 command_timeout=settings.command_timeout_seconds,
                 timeout=settings.command_timeout_seconds,
-                server_settings={"search_path": settings.db_schema, "application_name": "taskyard-admin"},
+                **connection_options(settings, "taskyard-admin"),
             )
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc

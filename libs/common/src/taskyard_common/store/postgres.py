@@ -11,9 +11,11 @@ import asyncpg
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.settings import DbSettings
 from taskyard_common.store._pg import UNAVAILABLE, PoolStore, init_connection, keep_session
+from taskyard_common.store.connecting import check_schema, connection_options
 from taskyard_common.store.dead_letters import DeadLetterQueries
 from taskyard_common.store.events import EventQueries
 from taskyard_common.store.idempotency import IdempotencyQueries
+from taskyard_common.store.parking import ParkingQueries
 from taskyard_common.store.parts import PartsQueries
 from taskyard_common.store.reads import ReadQueries
 from taskyard_common.store.steps import StepQueries
@@ -36,6 +38,7 @@ class PostgresTaskStore(
     DeadLetterQueries,
     IdempotencyQueries,
     TenantLoadQueries,
+    ParkingQueries,
     PoolStore,
 ):
     @classmethod
@@ -48,12 +51,17 @@ class PostgresTaskStore(
                 command_timeout=settings.command_timeout_seconds,
                 # Connecting, too, must not take asyncpg's default minute when the server does not answer.
                 timeout=settings.command_timeout_seconds,
-                server_settings={"search_path": settings.db_schema, "application_name": "taskyard"},
                 init=init_connection,
                 reset=keep_session,
+                **connection_options(settings, "taskyard"),
             )
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc
+        try:
+            await check_schema(pool, settings)
+        except BaseException:
+            await pool.close()
+            raise
         return cls(pool, acquire_timeout=settings.command_timeout_seconds)
 
     async def ping(self) -> None:

@@ -125,7 +125,8 @@ class ReadQueries(PoolStore):
         self, older_than: datetime, limit: int, exclude: Sequence[UUID] = ()
     ) -> builtins.list[TaskRecord]:
         rows = await self._fetch(
-            f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'queued'"
+            # Never a parked task: it has no message on purpose (``parking.py``).
+            f"SELECT {COLUMNS} FROM tasks WHERE published_at IS NULL AND status = 'queued' AND parked_at IS NULL"
             " AND lease_owner IS NULL AND next_attempt_at IS NULL AND updated_at < $1"
             " AND NOT (id = ANY($3::uuid[])) ORDER BY updated_at LIMIT $2",
             older_than,

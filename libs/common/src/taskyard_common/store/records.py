@@ -97,6 +97,9 @@ class TaskRecord(BaseModel):
     waiting_children: int = 0
     priority: Priority = Priority.NORMAL
     not_before: datetime | None = None
+    # Queued but kept in the store, not in the broker queue, since then (a full lane, a refused start): the
+    # broker agent's feeder publishes it when its tenant's lane has room (store/parking.py).
+    parked_at: datetime | None = None
 
     @property
     def cost(self) -> float:
@@ -140,6 +143,9 @@ class StartResult:
     # For DEFERRED: why, and how many times in a row (this one included) it was deferred for that reason.
     reason: DeferralReason | None = None
     deferrals: int = 0
+    # For DEFERRED: the task was parked (a queued task: the feeder publishes it again when its tenant has
+    # room); False for a retrying one, whose message goes round a delay queue as before.
+    parked: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,8 @@ class RoutedTask:
     timeout_seconds: float | None
     tenant: str = DEFAULT_TENANT
     priority: Priority = Priority.NORMAL
+    # Parked instead of published: its tenant's lane for the specialist was full (store/parking.py).
+    parked: bool = False
 
 
 class DeadLetterRecord(BaseModel):

@@ -31,6 +31,7 @@ from taskyard_common.task_errors import TaskError, TaskErrorType
 
 _TAKE_LEASE = (
     "status = 'running', attempts = GREATEST(attempts, $3), lease_owner = $2, message_settled = false,"
+    " parked_at = NULL,"
     " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
     " started_at = clock_timestamp(), updated_at = clock_timestamp()"
 )
@@ -61,7 +62,7 @@ START_MANY = (
     f" WHERE {_ready('b.attempt')} ORDER BY tasks.id FOR UPDATE OF tasks SKIP LOCKED), "
     + logged(
         "status = 'running', attempts = GREATEST(t.attempts, ready.attempt), lease_owner = $3,"
-        " message_settled = false,"
+        " message_settled = false, parked_at = NULL,"
         " lease_expires_at = clock_timestamp() + make_interval(secs => $4), next_attempt_at = NULL,"
         " started_at = clock_timestamp(), updated_at = clock_timestamp()",
         "FROM ready WHERE t.id = ready.id",
@@ -150,7 +151,9 @@ class StartQueries(GroupSettling):
     ) -> StartResult:
         if notify and row["_logged"]:  # an event was written (the first refusal of a run)
             self._changed(task_id, watched=row["_watched"])
-        return StartResult(StartOutcome.DEFERRED, reason=reason, deferrals=int(row["deferrals"]))
+        return StartResult(
+            StartOutcome.DEFERRED, reason=reason, deferrals=int(row["deferrals"]), parked=bool(row["parked"])
+        )
 
     async def _start_locked(
         self, task_id: UUID, *, owner: str, lease_seconds: float, attempt: int

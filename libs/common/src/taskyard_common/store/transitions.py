@@ -27,6 +27,7 @@ from taskyard_common.store._pg import CLEAR_LEASE, COLUMNS, add_usage, to_record
 from taskyard_common.store.dead_letters import UPSERT_DEAD_LETTER
 from taskyard_common.store.events import columns_of, logged
 from taskyard_common.store.groups import GroupSettling
+from taskyard_common.store.parking import park_if_full
 from taskyard_common.store.records import RoutedTask, TaskRecord
 from taskyard_common.store.starts import StartQueries
 from taskyard_common.task_errors import TaskError, TaskErrorType
@@ -39,15 +40,19 @@ _STATUS = "c.status"
 
 # pending (or scheduled and due) → queued with the decision, unless the deadline (the row's, else the
 # message's: $4) has passed. Never before not_before, whatever the caller's clock says.
+# $5: the depth of the tenant's lane for the specialist (NULL: no lanes): a full lane parks the task
+# (``parking.py``) instead of leaving it for the caller to publish.
 ROUTE = logged(
-    "status = 'queued', specialist = $2, routing = $3, routed_at = clock_timestamp(), updated_at = clock_timestamp()",
+    "status = 'queued', specialist = $2, routing = $3, routed_at = clock_timestamp(), updated_at = clock_timestamp(),"
+    f" {park_if_full('$2', '$5::int')}",
     f"WHERE id = $1 AND status IN {sql_in(ROUTABLE)}"
     " AND (not_before IS NULL OR not_before <= clock_timestamp())"
     " AND (COALESCE(deadline, $4::timestamptz) IS NULL OR COALESCE(deadline, $4::timestamptz) > clock_timestamp())",
     event="'routed'",
     data="jsonb_build_object('method', c.routing->>'method', 'specialist', c.specialist,"
-    " 'confidence', c.routing->'confidence', 'cached', c.routing->'cached')",
-    returning="c.deadline, c.timeout_seconds, c.tenant, c.priority",
+    " 'confidence', c.routing->'confidence', 'cached', c.routing->'cached')"
+    " || CASE WHEN c.parked_at IS NULL THEN '{}'::jsonb ELSE '{\"parked\": true}'::jsonb END",
+    returning="c.deadline, c.timeout_seconds, c.tenant, c.priority, c.parked_at IS NOT NULL AS parked",
 )
 # The rows locked in id order, as a worker's step checkpoints lock them: its statements never deadlock.
 HEARTBEAT = (
@@ -157,7 +162,7 @@ RECLAIM = logged(
 )
 DEAD_LETTER = logged(
     f"status = 'dead_lettered', {CLEAR_LEASE}, dead_letter = $2 || jsonb_build_object('at', clock_timestamp()),"
-    " next_attempt_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()",
+    " next_attempt_at = NULL, parked_at = NULL, finished_at = clock_timestamp(), updated_at = clock_timestamp()",
     f"WHERE id = $1 AND status IN {sql_in(NON_TERMINAL)}",
     event=_STATUS,
     data="jsonb_build_object('reason', c.dead_letter->'reason', 'queue', c.dead_letter->'queue')",
@@ -174,7 +179,7 @@ REPLAY = logged(
     " WHEN not_before > clock_timestamp() THEN 'scheduled' ELSE 'pending' END,"
     f" attempts = 0, lease_expirations = 0, {CLEAR_LEASE}, error = NULL, result = NULL,"
     " next_attempt_at = NULL, cancel_requested_at = NULL, finished_at = NULL, started_at = NULL,"
-    " published_at = NULL,"
+    " published_at = NULL, parked_at = NULL,"
     " attempt_log = attempt_log || jsonb_build_array($4::jsonb), updated_at = clock_timestamp()",
     "WHERE id = $1 AND status = 'dead_lettered'",
     event="'replayed'",
@@ -217,10 +222,15 @@ class TransitionQueries(StartQueries, GroupSettling):
         return True
 
     async def route(
-        self, task_id: UUID, decision: RoutingDecision, deadline: datetime | None = None
+        self,
+        task_id: UUID,
+        decision: RoutingDecision,
+        deadline: datetime | None = None,
+        *,
+        lane_depth: int | None = None,
     ) -> RoutedTask | None:
         row = await self._fetchrow(
-            ROUTE, task_id, decision.specialist, decision.model_dump(mode="json"), deadline
+            ROUTE, task_id, decision.specialist, decision.model_dump(mode="json"), deadline, lane_depth
         )
         if not self._applied(task_id, row) or row is None:
             return None
@@ -229,6 +239,7 @@ class TransitionQueries(StartQueries, GroupSettling):
             timeout_seconds=row["timeout_seconds"],
             tenant=row["tenant"],
             priority=Priority(row["priority"]),
+            parked=bool(row["parked"]),
         )
 
     async def heartbeat(

@@ -10,7 +10,7 @@ its occurrences: its cron expression is its rate.
 from __future__ import annotations
 
 from typing import Annotated
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from fastapi import APIRouter, Depends, Path, Response
 
@@ -35,6 +35,7 @@ from taskyard_api.schedules.documents import (
 )
 from taskyard_api.tenancy.auth import Principal, Reader, Submitter
 from taskyard_common import cron
+from taskyard_common.ids import uuid7
 from taskyard_common.messages import utcnow
 from taskyard_common.store.schedule_records import NewSchedule, ScheduleRecord
 
@@ -90,7 +91,7 @@ async def create_schedule(
     check_task(request.task, resources.catalog, resources.settings)
     record = await resources.schedules.create(
         NewSchedule(
-            id=uuid4(),
+            id=uuid7(),
             tenant=principal.tenant,
             cron=request.cron,
             timezone=request.timezone,

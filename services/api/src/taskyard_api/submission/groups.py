@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from taskyard_api.cancelling import tell_workers
 from taskyard_api.http.problems import (
@@ -35,6 +35,7 @@ from taskyard_api.workflows.links import child_link
 from taskyard_common.amqp import Publisher
 from taskyard_common.announce import publish_then_mark
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, StoreUnavailable, Unroutable
+from taskyard_common.ids import uuid7
 from taskyard_common.messages import IntakeMessage
 from taskyard_common.metrics import SUBMIT_REJECTED, TASKS_SUBMITTED
 from taskyard_common.store import NewTask, TaskRecord
@@ -84,10 +85,10 @@ async def submit_group(
         if known is not None:
             return await _replayed(resources, known[0], wanted, known[1], {})
     limit_headers = await take_submission_token(resources, tenant, len(submission.tasks))
-    group_id = uuid4()
+    group_id = uuid7()
     children = [
         NewTask(
-            id=uuid4(),
+            id=uuid7(),
             tenant=tenant,
             input=task.input,
             metadata=task.metadata,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from taskyard_api.models import TaskSubmission
 from taskyard_api.resources import Resources
@@ -19,6 +19,7 @@ from taskyard_api.submission.idempotency import replayed_task, request_hash
 from taskyard_api.submission.rate_limit import take_submission_token
 from taskyard_common.announce import publish_then_mark
 from taskyard_common.errors import BrokerUnavailable, PublishRejected, StoreUnavailable, Unroutable
+from taskyard_common.ids import uuid7
 from taskyard_common.messages import IntakeMessage
 from taskyard_common.metrics import SUBMIT_REJECTED, TASKS_SUBMITTED
 from taskyard_common.store import NewTask, TaskRecord, TaskStore
@@ -56,7 +57,7 @@ async def submit(
         SUBMIT_REJECTED.labels("broker_unavailable").inc()
         raise
     new_task = NewTask(
-        id=uuid4(),
+        id=uuid7(),
         input=submission.input,
         metadata=submission.metadata,
         requested_specialist=submission.specialist,

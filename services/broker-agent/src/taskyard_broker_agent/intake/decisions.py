@@ -9,7 +9,8 @@ The store is the source of truth, which makes the intake idempotent under redeli
   ignore the client;
 - a task already queued with a decision is a redelivery after a crash between recording and publishing:
   its STORED decision is published again (``Republish``), never routed a second time (the answer could
-  differ, and it costs an LLM call);
+  differ, and it costs an LLM call), unless the task is parked (its tenant's lane was full: the feeder
+  publishes it, ``taskyard_common.store.parking``), which is acknowledged without a publish;
 - a task whose deadline passed before it was routed fails as expired (``Expire``);
 - a task whose ``not_before`` is still ahead (``scheduled``) goes back through the delay queues
   (``Delay``): the longest delay tier that does not pass ``not_before``, hop after hop, without counting a
@@ -190,6 +191,9 @@ def decide_intake(
     if task.status is TaskStatus.QUEUED and task.routing is not None:
         if deadline_passed(deadline, now):
             return Expire()
+        if task.parked_at is not None:
+            # Parked on purpose (its tenant's lane was full): the feeder publishes it, not a redelivery.
+            return IgnoreDuplicate(task.status)
         return Republish(task.routing, task.deadline, task.timeout_seconds, task.tenant, task.priority)
     if task.status not in ROUTABLE:
         return IgnoreDuplicate(task.status)

@@ -1,8 +1,10 @@
 """The intake handler: one ``IntakeMessage`` in, one routing decision recorded, one ``WorkMessage`` out.
 
 What to do with a message is ``decisions.decide_intake``'s answer; this module carries it out. The
-decision is recorded (pending → queued) BEFORE the work message is published, so a worker never sees a task
-that is still pending, and the task is read BEFORE routing, so a redelivery never pays for a second LLM call.
+decision is recorded (pending → queued) BEFORE the work message is published (or, when the tenant's lane
+for the specialist is full, the task is parked in that same statement and nothing is published: see
+``lanes.py``), so a worker never sees a task that is still pending, and the task is read BEFORE routing, so
+a redelivery never pays for a second LLM call.
 A task not due yet (``not_before`` ahead: ``scheduled``) is not routed: its message goes back through the delay
 queues, uncharged, and is acknowledged (``Delay``), so a scheduled task holds no message and no slot.
 
@@ -18,7 +20,6 @@ import logging
 import time
 from datetime import UTC, datetime
 from typing import assert_never
-from uuid import uuid4
 
 from aio_pika.abc import AbstractIncomingMessage
 
@@ -39,10 +40,12 @@ from taskyard_broker_agent.intake.decisions import (
     explicit_decision,
     not_due,
 )
+from taskyard_broker_agent.lanes import Lanes
 from taskyard_common import metrics
 from taskyard_common.amqp import Publisher
 from taskyard_common.announce import announce, publish_then_mark
 from taskyard_common.errors import PermanentError, TaskyardError
+from taskyard_common.ids import uuid7
 from taskyard_common.lifecycle import ROUTING_UNFINISHED
 from taskyard_common.messages import IntakeMessage, RoutingDecision, WorkMessage
 from taskyard_common.retry import backoff_seconds, publish_delayed
@@ -69,8 +72,10 @@ def delay_target(publisher: Publisher, message: IntakeMessage) -> str:
 
 
 class IntakeHandler:
-    def __init__(self, context: AgentContext) -> None:
+    def __init__(self, context: AgentContext, lanes: Lanes | None = None) -> None:
+        """``lanes``: the tenants' lane depths (None: nothing is parked at routing)."""
         self._context = context
+        self._lanes = lanes
         self._store = context.store
         self._publisher = context.publisher
         self._router = context.router
@@ -162,11 +167,18 @@ class IntakeHandler:
         (another delivery got there first, the task was cancelled or discarded, or its deadline passed),
         read the task and follow it."""
         deadline = as_utc(message.deadline) if message.deadline is not None else None
-        routed = await self._store.route(message.task_id, decision, deadline)
+        depth = self._lanes.depth(decision.specialist) if self._lanes is not None else None
+        routed = await self._store.route(message.task_id, decision, deadline, lane_depth=depth)
         if routed is None:
             await self._refused(message)
             return
         metrics.ROUTING_DECISIONS.labels(decision.method.value, decision.specialist).inc()
+        if routed.parked:
+            # Its tenant's lane is full: the feeder publishes it when there is room (lanes.py). Nothing to
+            # publish now; the intake message is acked, and a redelivery of it finds the task parked.
+            metrics.TASKS_PARKED.labels(decision.specialist).inc()
+            log.debug("routed task %s to %s: parked", message.task_id, decision.specialist)
+            return
         # Never the input or the reason (the model may quote the request): ids and labels only.
         log.info(
             "routed task %s: method=%s specialist=%s confidence=%.2f",
@@ -182,11 +194,11 @@ class IntakeHandler:
         (it waits, holding nothing, then the catalog's combiner answers from the parts' outcomes). The
         children are announced here; one whose announcement is lost stays pending and unpublished, for the
         API's sweeper."""
-        group_id = uuid4()
+        group_id = uuid7()
         deadline = task.deadline or (as_utc(message.deadline) if message.deadline is not None else None)
         parts = [
             NewTask(
-                id=uuid4(),
+                id=uuid7(),
                 tenant=task.tenant,
                 input=task.input,
                 metadata=task.metadata,

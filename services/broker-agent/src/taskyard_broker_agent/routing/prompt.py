@@ -75,9 +75,23 @@ def specialist_line(spec: SpecialistSpec) -> str:
     return line
 
 
+def no_fit_rule(fallback: str) -> str:
+    """The "none of these fits" path. Small models send a request that fits no line to the specialist whose
+    line shares a word or a topic with it (a general question to a research specialist: issue 20), so the
+    rule says what the fallback takes and that a shared topic or word is no fit."""
+    return (
+        f"{fallback} takes every request whose task no other specialist's line describes: a question that "
+        "general knowledge answers, a greeting, chit-chat, and a request that is empty or unclear. Choose "
+        "another specialist only when the request asks for the task its line describes, not when it merely "
+        "shares a topic or a word with that line, and not for a plain question unless the request asks for "
+        f"what that specialist adds (sources, a document or ticket to process, ...). When no line clearly "
+        f"fits, choose {fallback} with a low confidence."
+    )
+
+
 def build_system_prompt(catalog: Catalog) -> str:
     # The fallback line names only the fallback specialist, so it adds no words to the others' lines.
-    fallback = f"When no specialist clearly fits, choose {catalog.fallback} with a low confidence."
+    fallback = no_fit_rule(catalog.fallback)
     return "\n".join(
         [
             _INTRO,

@@ -19,11 +19,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from pydantic import ValidationError
 
 from taskyard_common import cron
+from taskyard_common.ids import uuid7
 from taskyard_common.store import NewTask
 from taskyard_common.store.schedule_records import DueSchedule, Overlap, ScheduleOutcome, TaskTemplate
 
@@ -73,7 +74,7 @@ def occurrence_task(due: DueSchedule, template: TaskTemplate, occurrence: dateti
     )
 
 
-def plan_occurrence(due: DueSchedule, now: datetime, *, new_id: Callable[[], UUID] = uuid4) -> Plan:
+def plan_occurrence(due: DueSchedule, now: datetime, *, new_id: Callable[[], UUID] = uuid7) -> Plan:
     """The plan for ``due`` (its ``next_run_at`` <= ``now``, both by the database's clock)."""
     try:
         latest = cron.latest_until(due.cron, due.timezone, now)
