@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from bench.findings import (
     DURABILITY_FINDINGS,
     FAIRNESS_FINDINGS,
+    LAYOUT_FINDINGS,
     PIPELINE_FINDINGS,
     SPEND_FINDINGS,
     STORE_FINDINGS,
@@ -84,16 +85,28 @@ METHOD = """\
   queued, then for 30 s a feeder keeps at least 20 `high` tasks not yet started; the row gives the lows'
   share of the starts in those 30 s, against their guaranteed share of one slot in ten (weights 6:3:1,
   normal idle). `--quick` uses 100 lows and 10 highs, and 40 lows for 10 s.
-- **Large store** (issue 19): one API, one broker agent with retention off, one worker. On the empty schema
-  the submit path (32 closed-loop clients, 10 s after 2 s of warm-up) and the no-op end to end (5,000 tasks,
-  explicit specialist); then `bench/store_fill.py` adds 10 million finished tasks inside PostgreSQL
-  (`generate_series`; created evenly over 40 days, 50 tenants, 95 % completed with a result, 5 % failed, two
-  events each, an idempotency key for one in ten; the secondary indexes and the event keys dropped and built
-  again after the load, then `VACUUM (ANALYZE)`), and the same two measurements run again; last, a second
+- **Large store** (issue 19): two schemas, an empty one and a full one: `bench/store_fill.py` adds 10 million
+  finished tasks inside PostgreSQL (`generate_series`; UUIDv7 ids of their creation times, oldest first,
+  created evenly over 40 days, 50 tenants, 95 % completed with a result, 5 % failed, two events each, an
+  idempotency key for one in ten; the secondary indexes and the event keys dropped and built again after
+  the load, then `VACUUM (ANALYZE)`), either in the run or beforehand (`python -m bench.store_fill --schema
+  S`, then `--reuse-store S`: the schema is kept). Then rounds of empty, full (two in a full run: empty,
+  full, empty, full, so the spread between rounds shows the machine's drift), each phase with its own API,
+  broker agent (retention off) and worker on its schema: the submit path (32 closed-loop clients, 10 s
+  after 2 s of warm-up) and the no-op end to end (5,000 tasks, explicit specialist). The targets compare
+  the means of the rounds and show each round's ratio. Last, on a store filled in the run only, a second
   broker agent starts with retention on (a round every second, batches of 500, no cap on batches) and the
   submit path is measured once more while it removes the quarter of the generated tasks past 30 days (its
   `taskyard_store_rows_removed_total{table="tasks"}` before and after gives the rate). Completion is read
   through the `created_at` index (only the run's rows), never by scanning the table.
+- **Store layout** (issue 19, `store_layout`): 2 million finished tasks filled as above (over 20 days) into
+  a migrated scratch schema, and a copy of its `tasks` and `task_events` range-partitioned by task id, one
+  partition per UTC day (`bench/partitioned.py`: bounds `uuid7_floor(midnight)`, a default partition, the
+  same columns, checks, indexes and foreign key). On each layout, one connection, after an unmeasured tenth
+  (warm cache, prepared statements): 2,000 look-ups by id, tenants' first list pages and pages from a cursor
+  at a random time (50 rows); then 4,000 inserts of a task and its first event on 4 connections (plain also
+  with uuid4 ids); last the retention of the oldest day and a bit: plain by `RetentionStore.expire_batch`
+  (batches of 500) until none is left, partitioned by `DETACH PARTITION` and `DROP TABLE` of those days.
 """
 
 
@@ -166,5 +179,6 @@ def render(
         FAIRNESS_FINDINGS,
         SPEND_FINDINGS,
         STORE_FINDINGS,
+        LAYOUT_FINDINGS,
     ]
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from pathlib import Path
 
@@ -51,6 +52,19 @@ async def _healthy_rate(run: ChaosRun) -> float | None:
     if not row["n"] or not row["span"]:
         return None
     return float(row["n"]) / float(row["span"])
+
+
+# What a worker logs when it moves a task to the quarantine queue (crashes.py).
+_QUARANTINED = re.compile(r"task ([0-9a-f-]{36}): [^;\n]*; moved to the quarantine queue")
+
+
+def _quarantined(run: ChaosRun) -> set[str]:
+    """The tasks the workers moved to the quarantine queue, read from their logs."""
+    moved: set[str] = set()
+    for path in run.cluster.log_dir.glob("worker-*.log"):
+        with contextlib.suppress(OSError):
+            moved.update(_QUARANTINED.findall(path.read_text(errors="replace")))
+    return moved
 
 
 async def _replace(run: ChaosRun) -> None:
@@ -144,6 +158,8 @@ async def _poison_runs(
             f"{len(poisoned)} poison of {total}, delivery limit {limit}, {kills} workers killed by them;"
             f" dead-lettered: {letters}"
         )
+        moved = _quarantined(run)
+        out.note(f"moved to quarantine: {len(moved & poisoned)} poison, {len(moved - poisoned)} healthy")
         if ratio is not None and clean_rate is not None and rate is not None:
             verdict = "met" if ratio >= 0.9 else "NOT met"
             out.note(

@@ -130,21 +130,32 @@ class Setup:
 
 
 async def _round(
-    setup: Setup, rows: Rows, store: tuple[AmqpSettings, DbSettings], key: str, label: str, *, retention: bool
+    setup: Setup,
+    rows: Rows,
+    store: tuple[AmqpSettings, DbSettings],
+    phase: str,
+    suffix: str,
+    label: str,
+    *,
+    retention: bool,
 ) -> None:
     """One phase of one round: a cluster of its own on ``store``, the submit path, then the e2e run; with
     ``retention``, the submit path once more while a second broker agent removes expired tasks."""
     ctx = setup.ctx
     amqp, db = store
     total = ctx.pick(5_000, 500, 10)
-    async with cluster(amqp, db, setup.catalog, setup.llm, _dir(setup.log_dir / key)) as running:
+    async with cluster(
+        amqp, db, setup.catalog, setup.llm, _dir(setup.log_dir / f"{phase}{suffix}")
+    ) as running:
         api = await running.start_api()
         await running.start_broker_agent(**OFF)
         await running.start_worker(SPECIALIST)
         submit = setup.submit(running)
-        row = rows.add(f"large.{key}.submit", "6 large store", f"submit, {CLIENTS} clients, {label}", 0)
+        row = rows.add(
+            f"large.{phase}.submit{suffix}", "6 large store", f"submit, {CLIENTS} clients, {label}", 0
+        )
         await _measure(row, submit, api)
-        row = rows.add(f"large.{key}.e2e", "6 large store", f"e2e no-op, {label}", total)
+        row = rows.add(f"large.{phase}.e2e{suffix}", "6 large store", f"e2e no-op, {label}", total)
         conn = await asyncpg.connect(ctx.db_url)
         try:
             await _e2e(row, running, conn, db.db_schema, total, ctx.pick(300, 120, 30))
@@ -207,7 +218,12 @@ async def _full_store(ctx: Context, rows: Rows) -> AsyncIterator[tuple[AmqpSetti
 
 async def _stored(ctx: Context, schema: str) -> int:
     conn = await asyncpg.connect(ctx.db_url)
-    try:  # the planner's estimate: a count(*) of 10 million rows would take minutes
+    try:
+        if await conn.fetchval("SELECT to_regclass($1)", f'"{schema}".tasks') is None:
+            raise RuntimeError(
+                f"no tasks table in schema {schema}: fill it first (python -m bench.store_fill)"
+            )
+        # The planner's estimate: a count(*) of 10 million rows would take minutes.
         return int(
             await conn.fetchval(
                 "SELECT reltuples::bigint FROM pg_class WHERE oid = $1::regclass", f'"{schema}".tasks'
@@ -235,10 +251,10 @@ async def run(ctx: Context, rows: Rows) -> None:
         for n in range(1, rounds + 1):
             suffix = "" if n == 1 else f".r{n}"
             mark = f" (round {n})" if rounds > 1 else ""
-            await _round(setup, rows, empty, f"empty{suffix}", f"empty store{mark}", retention=False)
+            await _round(setup, rows, empty, "empty", suffix, f"empty store{mark}", retention=False)
             last = n == rounds
             await _round(
-                setup, rows, (full_amqp, full_db), f"full{suffix}", f"{stored:,} tasks stored{mark}",
+                setup, rows, (full_amqp, full_db), "full", suffix, f"{stored:,} tasks stored{mark}",
                 retention=last and may_remove,
             )  # fmt: skip
 

@@ -149,7 +149,11 @@ async def _retention(
         first = await conn.fetchval("SELECT min(created_at) FROM tasks")
         # The end of the first whole day (the fill starts part way through a day): a day's worth at least.
         cutoff = first.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=2)
-        due = await conn.fetchval("SELECT count(*) FROM tasks WHERE created_at < $1", cutoff)
+        # Retention takes a task finished before the cutoff; a partition holds every task created before it.
+        due, created = await conn.fetchrow(
+            "SELECT count(*) FILTER (WHERE finished_at < $1), count(*) FROM tasks WHERE created_at < $1",
+            cutoff,
+        )
     finally:
         await conn.close()
     label = "the oldest 1-2 days"
@@ -168,7 +172,7 @@ async def _retention(
     finally:
         await pool.close()
     gone = [suffix for suffix, _, _ in days if suffix < cutoff.strftime("%Y%m%d")]
-    row = rows.add("layout.partitioned.retention", "layout", f"partitioned: {label}, DETACH + DROP", due)
+    row = rows.add("layout.partitioned.retention", "layout", f"partitioned: {label}, DETACH + DROP", created)
     conn = await _connect(ctx, schemas["partitioned"])
     try:
         async with bounded(row, ctx.pick(300, 120, 30)):
@@ -177,7 +181,7 @@ async def _retention(
                 for table in ("task_events", "tasks"):  # the referencing table's partition first
                     await conn.execute(f"ALTER TABLE {table} DETACH PARTITION {table}_{suffix}")
                     await conn.execute(f"DROP TABLE {table}_{suffix}")
-            row.done, row.wall_s = due, time.perf_counter() - started
+            row.done, row.wall_s = created, time.perf_counter() - started
             row.note = f"{len(gone)} partitions of each table"
             finish(row)
     finally:

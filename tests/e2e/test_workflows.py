@@ -132,6 +132,7 @@ async def test_a_failing_first_step_fails_the_chain_and_creates_no_second(cluste
 
 # Deliveries a worker sent round again because a crash returned them (crashes.py).
 CRASH_RERUNS = "taskyard_task_start_deferrals_total"
+IN_FLIGHT = "taskyard_tasks_in_flight"
 
 
 async def test_a_group_of_500_reduces_exactly_once_although_its_worker_is_killed_twice(
@@ -142,7 +143,10 @@ async def test_a_group_of_500_reduces_exactly_once_although_its_worker_is_killed
     # is the poison-message guard, tested elsewhere).
     cluster = make_cluster({"summarizer": {"model": "{model}-reduce"}}, delivery_limit=20)
     reduce_model = f"{cluster.model}-reduce"
-    await devllm.script(cluster.model, [{"delay_seconds": 0.05, "content": "child done"}], by_turn=True)
+    # Long enough that a kill finds children running: a child's message reaches the queue only when the
+    # broker agent's feeder releases it into its lane (every 0.25 s), so with very short calls the worker is
+    # often between two releases, holding nothing.
+    await devllm.script(cluster.model, [{"delay_seconds": 0.3, "content": "child done"}], by_turn=True)
     await cluster.start_api(TASKYARD_API_RATE_LIMIT_BURST="0")
     await cluster.start_broker_agent(TASKYARD_BROKER_REAPER_INTERVAL_SECONDS="1")
     await cluster.start_worker("summarizer", **WORKER_ENV)
@@ -176,6 +180,11 @@ async def test_a_group_of_500_reduces_exactly_once_although_its_worker_is_killed
             if killed:
                 rerun = metric_sum(await cluster.metrics(worker), CRASH_RERUNS, reason="crashed")
                 assert rerun > 0, "the first kill caught no delivery in flight"
+
+            async def running(worker: Any = worker) -> bool:
+                return metric_sum(await cluster.metrics(worker), IN_FLIGHT) > 0
+
+            await eventually(running, timeout=60, what="children in flight on the worker")
             cluster.kill(worker)
             killed += 1
             worker = await cluster.start_worker("general", **WORKER_ENV)

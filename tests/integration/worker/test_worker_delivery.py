@@ -49,8 +49,10 @@ async def test_a_crashed_message_runs_again_then_alone_in_quarantine_and_complet
         await crash(second)
     await eventually(back_in_queue, what="the message back in the queue after its second crash")
 
-    # In flight for a second crash: a suspect, moved to the quarantine queue, where it runs alone.
+    # In flight for a second crash: a suspect. It goes round a delay tier until the dead worker's lease is
+    # over, then to the quarantine queue, where it runs alone at once.
     async with running_worker(settings, "general") as third:
+        await wait_outcome(third, "suspect_waits")
         await wait_outcome(third, "quarantined")
         await harness.wait_llm_calls(3)
         flight = third.handler.flights[message.task_id]
@@ -62,13 +64,13 @@ async def test_a_crashed_message_runs_again_then_alone_in_quarantine_and_complet
         return await harness.bus.quarantine_depth() == 1
 
     await eventually(back_in_quarantine, what="the message back in the quarantine queue")
-    # A redelivery from quarantine is not moved again (the quarantine's delivery limit must see it): it
-    # waits for the dead worker's lease to run out, then runs.
+    # A redelivery from quarantine counts a third crash and goes round a delay tier too (nothing waits in
+    # quarantine for a lease), then back to quarantine, where it runs and completes.
     async with running_worker(settings, "general") as fourth:
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
         await wait_outcome(fourth, "completed")
-    assert fourth.handler.outcomes["quarantined"] == fourth.handler.outcomes["rerun_after_crash"] == 0
-    assert fourth.handler.outcomes["waited_for_lease"] == 1
+    assert fourth.handler.outcomes["suspect_waits"] == fourth.handler.outcomes["quarantined"] == 1
+    assert fourth.handler.outcomes["rerun_after_crash"] == fourth.handler.outcomes["waited_for_lease"] == 0
     assert record.result is not None and record.result["output"] == "fourth worker's answer"
     # Crashes are not charged attempts: the delivery limit bounds them.
     assert record.attempts == 1 and record.attempt_log == []

@@ -16,6 +16,7 @@ more than one fleet's worth in front of another tenant's first message.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections.abc import Mapping
@@ -23,8 +24,8 @@ from collections.abc import Mapping
 from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.settings import LaneSettings
 from taskyard_common import metrics
-from taskyard_common.announce import announce
-from taskyard_common.errors import TaskyardError
+from taskyard_common.announce import announcement, publish_then_mark
+from taskyard_common.errors import StoreUnavailable, TaskyardError
 from taskyard_common.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
@@ -85,27 +86,41 @@ class Feeder:
         await self._loop.stop(grace_seconds)
 
     async def round(self) -> int:
-        """One round: release what the lanes have room for, publish each (then mark it). Returns how many
-        were published. A task whose publish fails stays queued, unparked and unmarked: the reaper's
-        ``stale_queued`` publishes it after its grace period (and so it does when this process dies between
-        the release's commit and the publish)."""
+        """One round: release what the lanes have room for, publish them all (confirms awaited together),
+        then mark the confirmed ones in one statement. Returns how many were published. A task whose publish
+        fails stays queued, unparked and unmarked: the reaper's ``stale_queued`` publishes it after its grace
+        period (and so it does when this process dies between the release's commit and the publish)."""
         context = self._context
         released = await context.store.release_parked(self._lanes.depths(), limit=self._batch)
-        published = 0
-        for record in released:
+        if not released:
+            return 0
+        outcomes = await asyncio.gather(
+            *(
+                publish_then_mark(context.publisher, context.topology, announcement(record), mark=None)
+                for record in released
+            ),
+            return_exceptions=True,
+        )
+        published = [r for r, outcome in zip(released, outcomes, strict=True) if outcome is None]
+        failed = [o for o in outcomes if o is not None]
+        for outcome in failed:
+            if not isinstance(outcome, TaskyardError):
+                raise outcome  # a bug, not the broker: the loop logs it with its traceback
+        if failed:
+            log.warning(
+                "%d released task(s) not published (%s): the reaper publishes them later",
+                len(failed),
+                failed[0],
+            )
+        if published:
             try:
-                await announce(context.publisher, context.topology, record, context.store.mark_published)
-            except TaskyardError as exc:
-                # The broker away fails every publish alike: the rest wait for the reaper too.
+                await context.store.mark_published_many([r.id for r in published])
+            except StoreUnavailable:
                 log.warning(
-                    "%d released task(s) not published (%s): the reaper publishes them later",
-                    len(released) - published,
-                    exc,
+                    "%d released task(s) published but not marked: announced once more later", len(published)
                 )
-                break
-            published += 1
+        for record in published:
             if record.specialist in context.specialists:
                 metrics.PARKED_RELEASED.labels(record.specialist).inc()
-        if released:
-            log.debug("feeder: released %d parked task(s), published %d", len(released), published)
-        return published
+        log.debug("feeder: released %d parked task(s), published %d", len(released), len(published))
+        return len(published)

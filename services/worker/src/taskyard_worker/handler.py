@@ -22,21 +22,15 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from taskyard_common.errors import StoreUnavailable, TaskyardError, TransientError
 from taskyard_common.messages import Usage, WorkMessage
-from taskyard_common.metrics import MESSAGES_QUARANTINED, TASK_START_DEFERRALS, TASKS_FINISHED
+from taskyard_common.metrics import TASK_START_DEFERRALS, TASKS_FINISHED
 from taskyard_common.retry import publish_delayed
 from taskyard_common.store import DeferralReason
 from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import work_target
 from taskyard_worker.attempts import AttemptRunner
 from taskyard_worker.context import WorkerContext
-from taskyard_worker.crashes import (
-    SUSPECT_AFTER_CRASHES,
-    Isolate,
-    after_crash,
-    crash_headers,
-    crashed_too_often,
-    crashes_of,
-)
+from taskyard_worker.crash_moves import CrashMoves
+from taskyard_worker.crashes import crash_headers, crashes_of
 from taskyard_worker.fair_share import FairShare
 from taskyard_worker.flights import Flight, Flights, Source, StopReason
 from taskyard_worker.start_batch import StartBatcher
@@ -79,6 +73,7 @@ class WorkHandler:
         self._starts = StartBatcher(ctx.store, owner=ctx.owner, lease_seconds=ctx.settings.lease_seconds)
         self._attempts = AttemptRunner(ctx)
         self._fair = FairShare(ctx.store, specialist=ctx.specialist, slots=ctx.spec.concurrency)
+        self._crashes = CrashMoves(ctx, defer=self._defer, publish=self._publish)
 
     @property
     def flights(self) -> Flights:
@@ -111,17 +106,9 @@ class WorkHandler:
             await self._ctx.store.fail(message.task_id, error, Usage())
             self._ctx.count("misrouted")
             return
-        crashes = crashes_of(incoming.headers, redelivered=bool(incoming.redelivered))
-        if source is Source.MAIN and incoming.redelivered and self._ctx.settings.quarantine:
-            await self._after_crash(message, crashes)
+        if await self._crashes.route(message, incoming, source):
             return
-        if source is Source.QUARANTINE and crashed_too_often(crashes, self._ctx.delivery_limit):
-            # The consume helper rejects with requeue: counted by the broker until it dead-letters it.
-            self._ctx.count("crashed_too_often")
-            raise TransientError(
-                f"task {message.task_id} was in flight for {crashes} worker crashes: not run again, requeued"
-                " until the quarantine queue's delivery limit dead-letters it"
-            )
+        crashes = crashes_of(incoming.headers, redelivered=bool(incoming.redelivered))
         if message.task_id in self.flights:
             # The same task is handled here already. Not dropped: the flight may be about to find its lease
             # lost (then this copy is the one the reaper published); it comes back once a lease could end.
@@ -147,29 +134,6 @@ class WorkHandler:
             await self._deliver(flight)
         finally:
             self.flights.remove(flight)
-
-    async def _after_crash(self, message: WorkMessage, crashes: int) -> None:
-        """A redelivery means its channel died with it unacked, maybe killed by it. After its first crash it
-        runs again among the others, later (crashes.py); once it was in flight for several crashes it runs
-        alone, in the quarantine queue, where the delivery limit dead-letters a poison message without
-        taking healthy ones with it. Publish (confirmed) first, then the helper acks: a crash in between
-        duplicates."""
-        decision = after_crash(crashes, self._ctx.settings.lease_seconds)
-        # Held unacked meanwhile: were this worker to die too, this copy comes back with the same count.
-        await asyncio.sleep(decision.hold_seconds)
-        if isinstance(decision, Isolate):
-            await self._publish(self._ctx.topology.quarantine_exchange, message, crashes=crashes)
-            MESSAGES_QUARANTINED.labels(self._ctx.specialist).inc()
-            log.warning(
-                "task %s: in flight for %d worker crashes; moved to the quarantine queue",
-                message.task_id,
-                crashes,
-            )
-            self._ctx.count("quarantined")
-            return
-        why = f"redelivered after a worker crash ({crashes} of {SUSPECT_AFTER_CRASHES} before quarantine)"
-        await self._defer(message, decision.delay_seconds, why, "crashed", crashes=crashes)
-        self._ctx.count("rerun_after_crash")
 
     async def _deliver(self, flight: Flight) -> None:
         # A slot first: each priority level's queue delivers up to its own prefetch, and a long task's
@@ -259,7 +223,14 @@ class WorkHandler:
                 assert_never(action)
 
     async def _defer(
-        self, message: WorkMessage, delay_seconds: float, why: str, label: str, *, crashes: int = 0
+        self,
+        message: WorkMessage,
+        delay_seconds: float,
+        why: str,
+        label: str,
+        *,
+        crashes: int = 0,
+        unstarted: int = 0,
     ) -> None:
         """Send the same message (same attempt: not charged) through a delay tier, then ack; ``label``:
         the reason counted in ``taskyard_task_start_deferrals_total``; ``crashes``: its crash count, carried."""
@@ -270,7 +241,7 @@ class WorkHandler:
                 work_target(self._ctx.specialist, self._ctx.publisher.level(message.priority)),
                 message,
                 delay_seconds,
-                headers=crash_headers(crashes),
+                headers=crash_headers(crashes, unstarted),
             )
         except TaskyardError as exc:
             raise TransientError(f"could not defer task {message.task_id}: {exc}") from exc

@@ -8,6 +8,10 @@
 {{- $_ := set $env "TASKYARD_BROKER_SCHEDULER_ENABLED" (dict "value" (include "taskyard.env.string" $b.scheduler.enabled)) -}}
 {{- $_ := set $env "TASKYARD_BROKER_SCHEDULER_INTERVAL_SECONDS" (dict "value" (include "taskyard.env.string" $b.scheduler.intervalSeconds)) -}}
 {{- $_ := set $env "TASKYARD_BROKER_SCHEDULER_BATCH_SIZE" (dict "value" (include "taskyard.env.string" $b.scheduler.batchSize)) -}}
+{{- $_ := set $env "TASKYARD_BROKER_LANE_ENABLED" (dict "value" (include "taskyard.env.string" $b.lanes.enabled)) -}}
+{{- $_ := set $env "TASKYARD_BROKER_LANE_FACTOR" (dict "value" (include "taskyard.env.string" $b.lanes.factor)) -}}
+{{- $_ := set $env "TASKYARD_BROKER_LANE_MIN_DEPTH" (dict "value" (include "taskyard.env.string" $b.lanes.minDepth)) -}}
+{{- $_ := set $env "TASKYARD_BROKER_LANE_FEEDER_INTERVAL_SECONDS" (dict "value" (include "taskyard.env.string" $b.lanes.feederIntervalSeconds)) -}}
 {{- $_ := set $env "TASKYARD_TASK_RETENTION_ENABLED" (dict "value" (include "taskyard.env.string" $b.retention.enabled)) -}}
 {{- $_ := set $env "TASKYARD_TASK_RETENTION_DAYS" (dict "value" (include "taskyard.env.string" $b.retention.days)) -}}
 {{- $_ := set $env "TASKYARD_TASK_RETENTION_INTERVAL_SECONDS" (dict "value" (include "taskyard.env.string" $b.retention.intervalSeconds)) -}}

@@ -3,8 +3,8 @@
 What to do with a message is ``decisions.decide_intake``'s answer; this module carries it out. The
 decision is recorded (pending → queued) BEFORE the work message is published (or, when the tenant's lane
 for the specialist is full, the task is parked in that same statement and nothing is published: see
-``lanes.py``), so a worker never sees a task
-that is still pending, and the task is read BEFORE routing, so a redelivery never pays for a second LLM call.
+``lanes.py``), so a worker never sees a task that is still pending, and the task is read BEFORE routing, so
+a redelivery never pays for a second LLM call.
 A task not due yet (``not_before`` ahead: ``scheduled``) is not routed: its message goes back through the delay
 queues, uncharged, and is acknowledged (``Delay``), so a scheduled task holds no message and no slot.
 
