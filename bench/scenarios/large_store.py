@@ -42,6 +42,7 @@ from bench.scenarios.submit_path import _measure
 from bench.store_fill import fill
 from bench.taskyard import TaskTimes, cluster, devllm, new_tag, summarise_e2e, write_catalog
 from taskyard_common.settings import AmqpSettings, DbSettings
+from taskyard_common.store.migrate import migrate
 from taskyard_common.topology import Topology
 from taskyard_devkit.cluster import Cluster
 from taskyard_devkit.devllm import DevLlm
@@ -197,6 +198,13 @@ async def _full_store(ctx: Context, rows: Rows) -> AsyncIterator[tuple[AmqpSetti
         amqp = AmqpSettings(
             url=ctx.amqp_url, prefix=ctx.prefix("large_kept"), delivery_limit=5, max_length=100_000
         )
+        # Filled by an earlier release maybe: bring it to this one's schema first (the services do not
+        # migrate; without the later columns every submission would fail).
+        conn = await asyncpg.connect(ctx.db_url)
+        try:
+            await migrate(conn, ctx.reuse_store)
+        finally:
+            await conn.close()
         try:
             yield amqp, DbSettings(url=ctx.db_url, db_schema=ctx.reuse_store), False
         finally:
