@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="large_store: measure on this schema, filled before by `python -m bench.store_fill --schema "
         "SCHEMA` and kept, instead of filling one (half an hour) and dropping it",
     )
+    parser.add_argument(
+        "--remove-from-reused-store",
+        action="store_true",
+        help="large_store: run the retention phase on the --reuse-store schema too (it removes the tasks "
+        "past 30 days, about a quarter of a filled store, for good)",
+    )
     parser.add_argument("--keep-logs", action="store_true", help="keep the services' logs (path printed)")
     return parser.parse_args(argv)
 
@@ -83,6 +89,7 @@ async def main(argv: list[str] | None = None) -> int:
         work_dir=work_dir,
         smoke=args.smoke,
         reuse_store=args.reuse_store,
+        remove_from_reused_store=args.remove_from_reused_store,
     )
     versions = await server_versions(amqp_url, db_url)
     named = []

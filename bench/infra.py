@@ -70,6 +70,8 @@ class Context:
     smoke: bool = False
     # ``--reuse-store SCHEMA``: the large-store scenario's full store, filled earlier and kept.
     reuse_store: str | None = None
+    # ``--remove-from-reused-store``: the retention phase runs on the reused store as well (it shrinks it).
+    remove_from_reused_store: bool = False
 
     def __post_init__(self) -> None:
         self.run_id = self.run_id or uuid.uuid4().hex[:8]

@@ -206,7 +206,7 @@ async def _full_store(ctx: Context, rows: Rows) -> AsyncIterator[tuple[AmqpSetti
         finally:
             await conn.close()
         try:
-            yield amqp, DbSettings(url=ctx.db_url, db_schema=ctx.reuse_store), False
+            yield amqp, DbSettings(url=ctx.db_url, db_schema=ctx.reuse_store), ctx.remove_from_reused_store
         finally:
             topology = Topology(amqp.prefix)
             await delete_amqp(
