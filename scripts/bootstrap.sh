@@ -7,7 +7,8 @@
 #     (git-ignored), unless TASKYARD_DB_URL / DATABASE_URL already point somewhere;
 #   - with --browser (make test): Debian's chromium for the web console's browser tests, installed with apt
 #     when missing and running as root; otherwise those tests are skipped, except under CI=true, where a
-#     missing browser stops here.
+#     missing browser stops here; and Debian's pgbouncer binary for the PgBouncer store test (skipped when it
+#     cannot be installed);
 # Idempotent: every step checks first. Prints what it does.
 set -euo pipefail
 
@@ -165,6 +166,13 @@ ensure_chromium() {
   say "$why: the web console's browser tests will be skipped (sudo apt-get install chromium)"
 }
 
+ensure_pgbouncer() {
+  # Only its binary: tests/integration/common/test_store_pgbouncer.py starts one of its own per test (the
+  # store through a real PgBouncer in transaction mode). Without it that test is skipped, never failed.
+  if command -v pgbouncer >/dev/null; then return; fi
+  apt_install pgbouncer || say "pgbouncer cannot be installed here: the PgBouncer test will be skipped"
+}
+
 ensure_uv
 ensure_rabbitmq
 ensure_postgres
@@ -173,4 +181,5 @@ say "RabbitMQ and PostgreSQL are reachable"
 if [ "$WITH_BROWSER" = 1 ]; then
   ensure_test_connections
   ensure_chromium
+  ensure_pgbouncer
 fi
