@@ -256,9 +256,35 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(known) / len(known) if known and len(known) == len(values) else None
 
 
+def _windows(by_key: dict[str, Row], key: str) -> dict[int, Row]:
+    """Row ``key``'s paired windows (``<key>.w1``, ``.w2``...), by number."""
+    prefix = f"{key}.w"
+    return {
+        int(k[len(prefix) :]): r
+        for k, r in by_key.items()
+        if k.startswith(prefix) and k[len(prefix) :].isdigit()
+    }
+
+
+def _window_spread(by_key: dict[str, Row], base_key: str, key: str, figure: str) -> str:
+    """ "; windows 1.02x, 0.97x, ...": each pair's own ratio, where both sides measured paired windows."""
+    bases, measured = _windows(by_key, base_key), _windows(by_key, key)
+    if len(measured) < 2 or bases.keys() != measured.keys():
+        return ""
+    per_pair = [
+        ratio(
+            measured[n].p99_ms if figure == "p99" else measured[n].per_s,
+            bases[n].p99_ms if figure == "p99" else bases[n].per_s,
+        )
+        for n in sorted(bases)
+    ]
+    return "; windows " + ", ".join(f"{fmt(v)}x" for v in per_pair)
+
+
 def _large_store(by_key: dict[str, Row]) -> list[Target]:
     """Issue 19: the submit path and the pipeline with millions of tasks stored, and while retention runs.
-    With rounds (empty, full, empty, full), each side is the mean of its rounds."""
+    Each side's row pools its paired windows (bench/scenarios/large_store_pairs.py); an older run's rounds
+    (``.r2``...) are averaged."""
     targets = []
     pairs = (
         ("submit p99 with the store full vs empty", "large.empty.submit", "large.full.submit", "p99"),
@@ -280,13 +306,7 @@ def _large_store(by_key: dict[str, Row]) -> list[Target]:
             value, goal, unit = ratio(b, a), ">= 0.90x", "/s"
             met = value is not None and value >= 0.90
         both_ok = bool(bases) and all(r.ok for r in bases) and all(r.ok for r in measured)
-        spread = ""
-        if len(measured) > 1 and len(bases) == len(measured):
-            per_round = [
-                ratio(m.p99_ms if figure == "p99" else m.per_s, r.p99_ms if figure == "p99" else r.per_s)
-                for r, m in zip(bases, measured, strict=True)
-            ]
-            spread = "; rounds " + ", ".join(f"{fmt(v)}x" for v in per_round)
+        spread = _window_spread(by_key, base_key, key, figure)
         targets.append(
             Target(
                 name,

@@ -6,15 +6,16 @@ Two schemas: an empty one, and a full one, either filled here in bulk inside Pos
 in ten; dropped afterwards) or, with ``--reuse-store SCHEMA``, one filled earlier by
 ``python -m bench.store_fill --schema SCHEMA`` (kept: a fill takes half an hour on a loaded machine).
 
-Then rounds of empty, full (two rounds in a full run: empty, full, empty, full, so the spread between rounds
-shows the machine's noise). Each phase starts its own API, broker agent (retention off) and worker on its
-schema and measures the submit path (closed loop, 32 clients, the lean load generator) and the no-op end to
-end (N tasks, explicit specialist, as scenario 3).
+Then both stores' services (API, broker agent with retention off, worker, each store its own) run side by
+side and the load alternates between them in paired windows (``large_store_pairs.py``: ABBA order, six
+pairs in a full run): the submit path (closed loop, 32 clients, the lean load generator, 5-s windows) and
+the no-op end to end (2,000 tasks, explicit specialist, as scenario 3). Each side's figure pools its
+windows; each window is a row too, so the spread shows the machine's noise.
 
-Last, on a store filled here only: a second broker agent starts with retention on (a round every second,
-batches of 500): a quarter of the generated tasks are past the default 30 days, so it removes tasks all
-through one more measurement of the submit path; the row notes how many it removed and at what rate.
-Retention never runs on a reused store (it would remove a quarter of it).
+Last, on a store filled here (or a reused one with ``--remove-from-reused-store``): a second broker agent
+starts with retention on (a round every second, batches of 500): a quarter of the generated tasks are past
+the default 30 days, so it removes tasks all through one more measurement of the submit path; the row notes
+how many it removed and at what rate.
 
 Completion is read from the store through the ``created_at`` index (only this run's rows), never with a scan
 of the whole table.
@@ -38,6 +39,7 @@ from bench.http_load import LoadSpec, run_in_process
 from bench.infra import Context, delete_amqp, taskyard_namespace
 from bench.report import Row
 from bench.runner import Rows, Scenario, bounded, finish
+from bench.scenarios.large_store_pairs import Side, e2e_windows, submit_windows
 from bench.scenarios.submit_path import _measure
 from bench.store_fill import fill
 from bench.taskyard import TaskTimes, cluster, devllm, new_tag, summarise_e2e, write_catalog
@@ -122,48 +124,12 @@ class Setup:
     body: str
 
     def submit(self, running: Cluster) -> LoadSpec:
-        seconds, warmup = self.ctx.pick((10.0, 2.0), (3.0, 1.0), (1.0, 0.5))
+        seconds, warmup = self.ctx.pick((5.0, 1.0), (3.0, 1.0), (1.0, 0.5))
         port = int(running.api_url.rsplit(":", 1)[1])
         return LoadSpec(
             host="127.0.0.1", port=port, path="/v1/tasks", body=self.body, concurrency=CLIENTS,
             seconds=seconds, warmup_seconds=warmup,
         )  # fmt: skip
-
-
-async def _round(
-    setup: Setup,
-    rows: Rows,
-    store: tuple[AmqpSettings, DbSettings],
-    phase: str,
-    suffix: str,
-    label: str,
-    *,
-    retention: bool,
-) -> None:
-    """One phase of one round: a cluster of its own on ``store``, the submit path, then the e2e run; with
-    ``retention``, the submit path once more while a second broker agent removes expired tasks."""
-    ctx = setup.ctx
-    amqp, db = store
-    total = ctx.pick(5_000, 500, 10)
-    async with cluster(
-        amqp, db, setup.catalog, setup.llm, _dir(setup.log_dir / f"{phase}{suffix}")
-    ) as running:
-        api = await running.start_api()
-        await running.start_broker_agent(**OFF)
-        await running.start_worker(SPECIALIST)
-        submit = setup.submit(running)
-        row = rows.add(
-            f"large.{phase}.submit{suffix}", "6 large store", f"submit, {CLIENTS} clients, {label}", 0
-        )
-        await _measure(row, submit, api)
-        row = rows.add(f"large.{phase}.e2e{suffix}", "6 large store", f"e2e no-op, {label}", total)
-        conn = await asyncpg.connect(ctx.db_url)
-        try:
-            await _e2e(row, running, conn, db.db_schema, total, ctx.pick(300, 120, 30))
-            if retention:
-                await _retention(rows, running, conn, db.db_schema, submit, api)
-        finally:
-            await conn.close()
 
 
 async def _retention(
@@ -241,8 +207,22 @@ async def _stored(ctx: Context, schema: str) -> int:
         await conn.close()
 
 
+@asynccontextmanager
+async def _side(
+    setup: Setup, store: tuple[AmqpSettings, DbSettings], phase: str, label: str
+) -> AsyncIterator[Side]:
+    """One store's API, broker agent (retention off) and worker, up for the whole comparison."""
+    amqp, db = store
+    async with cluster(amqp, db, setup.catalog, setup.llm, _dir(setup.log_dir / phase)) as running:
+        api = await running.start_api()
+        await running.start_broker_agent(**OFF)
+        await running.start_worker(SPECIALIST)
+        yield Side(phase, label, running, api, db.db_schema)
+
+
 async def run(ctx: Context, rows: Rows) -> None:
-    rounds = ctx.pick(2, 2, 1)
+    pairs = ctx.pick(6, 2, 1)
+    total = ctx.pick(2_000, 300, 10)
     log_dir = ctx.log_dir("large")
     catalog = write_catalog(log_dir / "catalog.yaml", {SPECIALIST: WORKER_CONCURRENCY})
     body = json.dumps(
@@ -255,16 +235,27 @@ async def run(ctx: Context, rows: Rows) -> None:
     ):
         setup = Setup(ctx, catalog, llm, log_dir, body)
         stored = await _stored(ctx, full_db.db_schema)
-        # Empty and full in turn, each round: the spread between rounds shows the machine's noise.
-        for n in range(1, rounds + 1):
-            suffix = "" if n == 1 else f".r{n}"
-            mark = f" (round {n})" if rounds > 1 else ""
-            await _round(setup, rows, empty, "empty", suffix, f"empty store{mark}", retention=False)
-            last = n == rounds
-            await _round(
-                setup, rows, (full_amqp, full_db), "full", suffix, f"{stored:,} tasks stored{mark}",
-                retention=last and may_remove,
-            )  # fmt: skip
+        limit = ctx.pick(300, 120, 30)
+
+        async def e2e(row: Row, running: Cluster, conn: asyncpg.Connection, schema: str) -> None:
+            await _e2e(row, running, conn, schema, total, limit)
+
+        conn = await asyncpg.connect(ctx.db_url)
+        try:
+            async with (
+                _side(setup, empty, "empty", "empty store") as empty_side,
+                _side(setup, (full_amqp, full_db), "full", f"{stored:,} tasks stored") as full_side,
+            ):
+                sides = {"empty": empty_side, "full": full_side}
+                await submit_windows(rows, sides, conn, setup.submit, _measure, pairs, CLIENTS)
+                await e2e_windows(rows, sides, conn, e2e, pairs, total)
+                if may_remove:
+                    await _retention(
+                        rows, full_side.running, conn, full_db.db_schema, setup.submit(full_side.running),
+                        full_side.api,
+                    )  # fmt: skip
+        finally:
+            await conn.close()
 
 
 SCENARIO = Scenario(

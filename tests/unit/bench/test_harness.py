@@ -10,6 +10,7 @@ import pytest
 from bench.infra import Context
 from bench.report import OK, TIMED_OUT, Row, evaluate, format_table, results_table, targets_table
 from bench.runner import Rows, Scenario, run_scenario
+from bench.scenarios.large_store_pairs import abba
 from bench.stats import ideal_seconds, peak_overlap, percentile, rate, ratio
 
 
@@ -123,25 +124,32 @@ async def test_a_scenario_cut_off_keeps_its_partial_rows(tmp_path: Path) -> None
     assert "scenario limit" in rows[0].note
 
 
-def test_large_store_targets_average_the_rounds_and_show_each() -> None:
+def test_large_store_targets_read_the_pooled_rows_and_show_each_pair() -> None:
     rows = [
-        _row("large.empty.submit", 500, 10.0, p99_ms=100.0),
-        _row("large.full.submit", 500, 10.0, p99_ms=130.0),
-        _row("large.empty.submit.r2", 500, 10.0, p99_ms=120.0),
-        _row("large.full.submit.r2", 500, 10.0, p99_ms=110.0),
-        _row("large.empty.e2e", 5000, 100.0),
-        _row("large.full.e2e", 5000, 110.0),
-        _row("large.empty.e2e.r2", 5000, 100.0),
-        _row("large.full.e2e.r2", 5000, 90.0),
+        _row("large.empty.submit.w1", 500, 5.0, p99_ms=100.0),
+        _row("large.full.submit.w1", 500, 5.0, p99_ms=130.0),
+        _row("large.full.submit.w2", 500, 5.0, p99_ms=110.0),
+        _row("large.empty.submit.w2", 500, 5.0, p99_ms=120.0),
+        _row("large.empty.submit", 1000, 10.0, p99_ms=115.0),
+        _row("large.full.submit", 1000, 10.0, p99_ms=120.0),
+        _row("large.empty.e2e.w1", 2000, 40.0),
+        _row("large.full.e2e.w1", 2000, 44.0),
+        _row("large.empty.e2e", 2000, 40.0),
+        _row("large.full.e2e", 2000, 44.0),
     ]
     verdicts = {t.name: t for t in evaluate(rows)}
     submit = verdicts["submit p99 with the store full vs empty"]
-    # Means 120 vs 110 ms: 1.09x, met, though round 1 alone (1.30x) would not be.
-    assert submit.met is True and submit.measured.startswith("1.09x")
-    assert "rounds 1.30x, 0.92x" in submit.measured
+    # The pooled p99s, 120 vs 115 ms: 1.04x, met, though pair 1 alone (1.30x) would not be.
+    assert submit.met is True and submit.measured.startswith("1.04x")
+    assert "windows 1.30x, 0.92x" in submit.measured
     e2e = verdicts["e2e no-op throughput with the store full vs empty"]
-    assert e2e.met is True and "rounds 0.91x, 1.11x" in e2e.measured
+    assert e2e.met is True and e2e.measured.startswith("0.91x")
+    assert "windows" not in e2e.measured  # one pair: no spread to show
     assert verdicts["submit p99 with retention removing vs not"].met is None  # not run
 
-    rows[3].status = TIMED_OUT  # one round cut short: no verdict can be met
+    rows[5].status = TIMED_OUT  # the pooled row cut short: no verdict can be met
     assert {t.name: t for t in evaluate(rows)}["submit p99 with the store full vs empty"].met is False
+
+
+def test_paired_windows_alternate_abba() -> None:
+    assert abba(3) == [(1, "empty"), (1, "full"), (2, "full"), (2, "empty"), (3, "empty"), (3, "full")]
