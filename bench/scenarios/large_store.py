@@ -124,7 +124,7 @@ class Setup:
     body: str
 
     def submit(self, running: Cluster) -> LoadSpec:
-        seconds, warmup = self.ctx.pick((5.0, 1.0), (3.0, 1.0), (1.0, 0.5))
+        seconds, warmup = self.ctx.pick((5.0, 1.0), (3.0, 1.0), (2.0, 1.0))
         port = int(running.api_url.rsplit(":", 1)[1])
         return LoadSpec(
             host="127.0.0.1", port=port, path="/v1/tasks", body=self.body, concurrency=CLIENTS,
