@@ -63,6 +63,7 @@ def test_a_job_stays_one_process_a_service_splits_off_the_quarantine():
     assert child_roles(job_mode=False) == (Role.MAIN, Role.QUARANTINE)
     assert child_roles(job_mode=False, quarantine_children=2) == (Role.MAIN, Role.QUARANTINE, Role.QUARANTINE)
     assert child_roles(job_mode=True, quarantine_children=2) == (Role.ALL,)
+    assert child_roles(job_mode=False, quarantine_children=0) == (Role.ALL,)
 
 
 def test_the_supervisors_exit_code_is_the_first_failure():

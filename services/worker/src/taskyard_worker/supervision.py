@@ -31,9 +31,9 @@ class Role(enum.StrEnum):
 
 def child_roles(*, job_mode: bool, quarantine_children: int = 1) -> tuple[Role, ...]:
     """The children one supervisor keeps running: the main one and ``quarantine_children`` quarantine ones
-    (each runs one suspect at a time). A job (KEDA ScaledJob) stays one process: its idle exit ends the
-    Job, and a quarantine child of its own would keep it alive."""
-    if job_mode:
+    (each runs one suspect at a time; 0: the main child consumes the quarantine queue too). A job (KEDA
+    ScaledJob) stays one process: its idle exit ends the Job, and a quarantine child would keep it alive."""
+    if job_mode or quarantine_children == 0:
         return (Role.ALL,)
     return (Role.MAIN, *(Role.QUARANTINE,) * quarantine_children)
 
