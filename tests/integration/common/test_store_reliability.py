@@ -56,14 +56,20 @@ async def test_a_dead_owners_leases_are_ended_and_the_next_start_takes_its_task_
     dead, other = await queued(store), await queued(store)
     await store.start(dead, owner="dead", lease_seconds=600, attempt=1)
     await store.start(other, owner="alive", lease_seconds=600, attempt=1)
-    assert (await store.start(dead, owner="next", lease_seconds=600, attempt=1)).outcome is StartOutcome.LEASED
+    assert (
+        await store.start(dead, owner="next", lease_seconds=600, attempt=1)
+    ).outcome is StartOutcome.LEASED
     assert await store.expire_leases("dead") == 1
     assert await store.expire_leases("dead") == 0, "already over: nothing to end"
     ended = await store.get(dead)
     assert ended.status is TaskStatus.RUNNING and ended.lease_owner == "dead"
-    assert (await store.start(dead, owner="next", lease_seconds=600, attempt=1)).outcome is StartOutcome.STARTED
+    assert (
+        await store.start(dead, owner="next", lease_seconds=600, attempt=1)
+    ).outcome is StartOutcome.STARTED
     # Owner-checked: another worker's lease is untouched.
-    assert (await store.start(other, owner="next", lease_seconds=600, attempt=1)).outcome is StartOutcome.LEASED
+    assert (
+        await store.start(other, owner="next", lease_seconds=600, attempt=1)
+    ).outcome is StartOutcome.LEASED
     assert await store.heartbeat("alive", [other], 600) == ({other}, set())
 
 
