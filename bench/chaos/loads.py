@@ -5,29 +5,41 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import signal
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bench.chaos.harness import ChaosRun, Outcome, chaos_run, peak_rss_mb
 from bench.chaos.nodes import rabbit_node
 from bench.infra import Context
 from taskyard_devkit.devllm import DevLlm
-from taskyard_devkit.readiness import NotReady
 
 POISON = " POISON"
 SLOW = " SLOW"
 WORKER_ENV = {"TASKYARD_WORKER_LEASE_SECONDS": "3"}
 
 
-def _socket_owner(port: int, pids: list[int]) -> int | None:
-    """Which of ``pids`` holds the TCP socket whose local port is ``port`` (loopback, this machine)."""
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (a worker's supervisor forks its children, ``supervisor.py``)."""
+    with contextlib.suppress(OSError):
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
+
+
+def _socket_owner(port: int, server_port: int, pids: list[int]) -> int | None:
+    """Which of ``pids`` holds the TCP connection from local ``port`` to ``server_port`` (loopback, this
+    machine). Both ends count: Linux gives the same ephemeral port to connections to different servers, so
+    another process's connection to RabbitMQ or PostgreSQL may have the same local port."""
     inode = None
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError):
             for line in Path(table).read_text().splitlines()[1:]:
                 fields = line.split()
-                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                local, remote = (int(f.rsplit(":", 1)[1], 16) for f in fields[1:3])
+                if local == port and remote == server_port:
                     inode = fields[9]
     if inode is None:
         return None
@@ -67,15 +79,17 @@ def _quarantined(run: ChaosRun) -> set[str]:
     return moved
 
 
-async def _replace(run: ChaosRun) -> None:
-    """Start a worker in place of a killed one; a start that fails (the shared broker restarted by someone
-    else meanwhile) is tried again."""
-    for _ in range(5):
-        try:
-            await run.add_worker(**WORKER_ENV)
-            return
-        except NotReady:
-            await asyncio.sleep(2)
+# What a worker's supervisor logs when a child it forked again consumes (supervisor.py).
+_RESTARTED = re.compile(r"worker child \d+ consuming, ([0-9.]+) s after its predecessor died")
+
+
+def _restart_times(run: ChaosRun) -> list[float]:
+    """How long each restarted worker child took to consume again, from its predecessor's death."""
+    times: list[float] = []
+    for path in run.cluster.log_dir.glob("worker-*.log"):
+        with contextlib.suppress(OSError):
+            times += [float(t) for t in _RESTARTED.findall(path.read_text(errors="replace"))]
+    return sorted(times)
 
 
 async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
@@ -109,28 +123,27 @@ async def _poison_runs(
         await run.start(workers=3, worker_env=WORKER_ENV)
         kills = 0
         seen: dict[str, int] = {}
-        replacements: set[asyncio.Task[object]] = set()
+        server_port = urlsplit(llm.base_url).port or 80
 
         async def killer() -> None:
+            # The worker child that made the poison call dies; its supervisor forks a new one (the suite
+            # starts no replacement).
             nonlocal kills
             while True:
                 calls, _ = await llm.conversations(model)
-                callers = await llm.callers(model)
-                for conversation, n in calls.items():
-                    if POISON not in conversation or n <= seen.get(conversation, 0):
-                        continue
-                    seen[conversation] = n
+                new = [c for c, n in calls.items() if POISON in c and n > seen.get(c, 0)]
+                # Asked (and /proc read) only when a poison call came: the suite shares the machine and the
+                # submitter's event loop with what it measures.
+                callers = await llm.callers(model) if new else {}
+                for conversation in new:
+                    seen[conversation] = calls[conversation]
                     port = int(callers[conversation].rsplit(":", 1)[1])
-                    pid = _socket_owner(port, [w.proc.pid for w in run.workers])
-                    victim = next((w for w in run.workers if w.proc.pid == pid), None)
-                    if victim is not None:
-                        run.cluster.kill(victim)
-                        run.workers.remove(victim)
-                        kills += 1
-                        # Started meanwhile, not awaited: the next poison call must not wait for it.
-                        replacement = asyncio.create_task(_replace(run))
-                        replacements.add(replacement)
-                        replacement.add_done_callback(replacements.discard)
+                    children = [c for w in run.workers for c in _children(w.proc.pid)]
+                    pid = _socket_owner(port, server_port, children)
+                    if pid is not None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+                            kills += 1
                 await asyncio.sleep(0.1)
 
         killing = asyncio.create_task(killer())
@@ -141,7 +154,6 @@ async def _poison_runs(
             killing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await killing
-            await asyncio.gather(*replacements, return_exceptions=True)
         poisoned = {t for t, text in run.submissions.accepted.items() if text.endswith(POISON)}
         await run.judge(out, expected=dict.fromkeys(poisoned, "dead_lettered"))
         out.drain_s = drained
@@ -154,10 +166,17 @@ async def _poison_runs(
                 run.tag,
             )
         letters = ", ".join(f"{r['n']} {r['reason']}" for r in reasons) or "none"
+        restarts = _restart_times(run)
         out.note(
-            f"{len(poisoned)} poison of {total}, delivery limit {limit}, {kills} workers killed by them;"
-            f" dead-lettered: {letters}"
+            f"{len(poisoned)} poison of {total}, delivery limit {limit}, {kills} worker children killed by"
+            f" them; dead-lettered: {letters}"
         )
+        if restarts:
+            median = restarts[len(restarts) // 2]
+            out.note(
+                f"{len(restarts)} children forked again by their supervisor, consuming {median:.2f} s"
+                f" (median; max {restarts[-1]:.2f} s) after the death"
+            )
         moved = _quarantined(run)
         out.note(f"moved to quarantine: {len(moved & poisoned)} poison, {len(moved - poisoned)} healthy")
         if ratio is not None and clean_rate is not None and rate is not None:

@@ -66,7 +66,7 @@ RabbitMQ and PostgreSQL are never stopped.
 
 1. **Workers SIGKILLed**: three worker processes (lease 3 s, concurrency 16 each, each model call 0.3 s);
    tasks submitted at a steady rate; every few seconds (and once the last replacement is ready) one random
-   worker is SIGKILLed and a new one started.
+   worker (its supervisor, and so every child with it) is SIGKILLed and a new one started.
 2. **RabbitMQ stopped and started**: a private single node; a third of the way through, `rabbitmqctl stop`,
    a pause, `rabbitmq-server` again with the same data directory; the submitter keeps submitting through
    it, and every answer the API gives while the node is away is counted (`503` with `Retry-After`
@@ -79,7 +79,8 @@ RabbitMQ and PostgreSQL are never stopped.
 5. **Poison tasks** (on a RabbitMQ node of its own, like 2, so that a restart of the shared one by another
    test run cannot stop the replacement workers from starting): first a clean run of the healthy tasks
    alone (its throughput is the reference), then the same healthy tasks with one in twenty marked poison; whenever a poison task's model call arrives,
-   the suite SIGKILLs the worker process that made it (found by the call's TCP port) and starts a new one.
+   the suite SIGKILLs the worker child process that made it (found by both ends of the call's TCP
+   connection) and its worker's supervisor forks a new one (the suite starts none).
    Healthy throughput: healthy tasks completed / (first submission .. last healthy completion).
 6. **Slow model, then an outage** (on a RabbitMQ node of its own): one worker (concurrency 32 in a full
    run); one model call in fifty takes 30 s (p99 30 s), the others 0.5 s; ten seconds in, the model answers only `503` for a while, then

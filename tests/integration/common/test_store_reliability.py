@@ -51,6 +51,28 @@ async def test_heartbeat_extends_and_reports_cancellation(store):
     assert (await store.get(one)).status is TaskStatus.CANCELLED
 
 
+async def test_a_dead_owners_leases_are_ended_and_the_next_start_takes_its_task_over_at_once(store):
+    # A worker's supervisor saw the child die (supervisor.py): its tasks stay running, their leases end.
+    dead, other = await queued(store), await queued(store)
+    await store.start(dead, owner="dead", lease_seconds=600, attempt=1)
+    await store.start(other, owner="alive", lease_seconds=600, attempt=1)
+    assert (
+        await store.start(dead, owner="next", lease_seconds=600, attempt=1)
+    ).outcome is StartOutcome.LEASED
+    assert await store.expire_leases("dead") == 1
+    assert await store.expire_leases("dead") == 0, "already over: nothing to end"
+    ended = await store.get(dead)
+    assert ended.status is TaskStatus.RUNNING and ended.lease_owner == "dead"
+    assert (
+        await store.start(dead, owner="next", lease_seconds=600, attempt=1)
+    ).outcome is StartOutcome.STARTED
+    # Owner-checked: another worker's lease is untouched.
+    assert (
+        await store.start(other, owner="next", lease_seconds=600, attempt=1)
+    ).outcome is StartOutcome.LEASED
+    assert await store.heartbeat("alive", [other], 600) == ({other}, set())
+
+
 async def test_cancel_before_running_is_immediate_and_terminal_is_unchanged(store):
     task_id = await queued(store)
     assert (await store.cancel(task_id)).status is TaskStatus.CANCELLED

@@ -115,7 +115,9 @@ def make_settings(
             catalog=CatalogSettings(path=catalog),
             health=HealthSettings(port=0),
             log=LogSettings(),
-            worker=WorkerSettings(**{"shutdown_grace_seconds": 5, **worker}),
+            # In-process workers: no supervisor forks them or ends a crashed one's leases (its own tests:
+            # test_worker_supervisor.py).
+            worker=WorkerSettings(**{"shutdown_grace_seconds": 5, "supervisor": False, **worker}),
         )
 
     return make

@@ -3,6 +3,7 @@ for two (crashes.py): a poison message is isolated within two deliveries, its in
 never."""
 
 import random
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -19,7 +20,11 @@ from taskyard_worker.crashes import (
     crash_headers,
     crashed_too_often,
     crashes_of,
+    lease_left,
+    lease_wait,
+    quarantine_wait,
     started_before,
+    suspect_after,
     unstarted_returns,
     unstarted_too_often,
 )
@@ -100,3 +105,49 @@ def test_a_poison_message_is_isolated_by_its_second_crash_a_bystander_only_if_ca
     # A neighbour caught once, then completing elsewhere, never reaches the quarantine.
     once = crashes_of(None, redelivered=True)
     assert isinstance(after_crash(once, lease_seconds=3), RunAgain)
+
+
+def test_a_lease_ended_by_the_supervisor_lets_the_crashed_message_run_again_at_once():
+    # The supervisor ended the dead child's lease (supervisor.py): nothing to wait for.
+    now = datetime(2026, 12, 2, tzinfo=UTC)
+    over = lease_left(now - timedelta(milliseconds=5), now)
+    assert over is not None and over <= 0
+    assert after_crash(1, lease_seconds=30, lease_left=over) == RunAgain(0)
+    # A suspect goes to quarantine at once too, rather than round a lease's delay tier.
+    assert after_crash(2, lease_seconds=30, lease_left=over) == Isolate(0)
+
+
+def test_under_a_supervisor_every_task_in_flight_at_a_crash_goes_to_quarantine_at_once():
+    # Its quarantine child runs nothing healthy beside a suspect; a lease the supervisor has not ended yet
+    # (the redelivery raced its statement) is waited for in quarantine, in place, for a moment.
+    assert suspect_after(supervised=True) == 1 and suspect_after(supervised=False) == SUSPECT_AFTER_CRASHES
+    left = lease_left(datetime(2026, 12, 2, 0, 0, 29, tzinfo=UTC), datetime(2026, 12, 2, tzinfo=UTC))
+    assert left == 29
+    assert after_crash(1, lease_seconds=30, lease_left=left, supervised=True) == Isolate(0)
+    assert after_crash(1, lease_seconds=30, lease_left=-1, supervised=True) == Isolate(0)
+    # The budget counts one crash before quarantine instead of two.
+    assert crash_budget(2, supervised=True) == crash_budget(2) - 1 == 4
+    assert crashed_too_often(4, 2, supervised=True) and not crashed_too_often(4, 2)
+
+
+def test_a_supervised_lease_still_running_waits_the_shortest_tier_not_a_lease():
+    # A re-run racing the supervisor's statement comes back in a moment (the start defers it if the lease
+    # still holds then), not after a whole lease.
+    assert lease_wait(29, 30, supervised=True) == 1
+    assert lease_wait(-0.5, 30, supervised=True) == 0
+
+
+def test_without_a_supervisor_a_running_lease_is_waited_out_as_before():
+    assert lease_wait(29, 30, supervised=False) is None
+    assert lease_wait(None, 30, supervised=False) is None
+    assert lease_left(None, datetime(2026, 12, 2, tzinfo=UTC)) is None
+    assert after_crash(2, lease_seconds=30, lease_left=29) == Isolate(30)
+    decision = after_crash(1, lease_seconds=30, lease_left=29, rng=random.Random(1))
+    assert isinstance(decision, RunAgain) and decision.delay_seconds in (30, 60)
+
+
+def test_a_message_that_crashed_alone_in_quarantine_waits_longer_each_time_under_a_supervisor():
+    # Its first run in quarantine is its second crash (one before quarantine under a supervisor).
+    assert [quarantine_wait(c, 3, supervised=True) for c in (2, 3, 4)] == [6, 12, 24]
+    # Without a supervisor a lease, for the dead worker's lease to run out.
+    assert quarantine_wait(3, 30, supervised=False) == 30

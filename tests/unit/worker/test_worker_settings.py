@@ -16,6 +16,8 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         "LEASE_SECONDS",
         "SETTLE_AFTER_SECONDS",
         "QUARANTINE",
+        "SUPERVISOR",
+        "QUARANTINE_CHILDREN",
     ):
         monkeypatch.delenv(f"TASKYARD_WORKER_{name}", raising=False)
     settings = WorkerSettings()
@@ -27,6 +29,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.lease_seconds == 30
     assert settings.settle_after_seconds == 600
     assert settings.quarantine is True
+    assert settings.supervisor is True and settings.quarantine_children == 2
 
 
 @pytest.mark.parametrize(

@@ -137,7 +137,8 @@ def catalog_wide(catalog: Catalog | None) -> dict[str, Any]:
 
 def parse_catalog(text: str, source: str = "<catalog>") -> Catalog:
     try:
-        data = yaml.safe_load(text)
+        # The safe loader in C where PyYAML has it (a worker child reads the catalog at each start).
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise CatalogError(f"{source}: not valid YAML: {exc}") from None
     try:

@@ -44,3 +44,16 @@ async def publish_delayed(
     tier = delay_tier(delay_seconds)
     await publisher.publish(topology.delay_exchange, f"{tier}.{target}", message, headers=headers)
     return tier
+
+
+async def publish_now(
+    publisher: Publisher,
+    topology: Topology,
+    target: str,
+    message: Envelope,
+    *,
+    headers: dict[str, int] | None = None,
+) -> None:
+    """Publish ``message`` back to ``target`` at once, the way a delayed one comes back (the retry exchange
+    routes ``<tier>.<target>``; tier 0 here), so that it reaches the same queue as ``publish_delayed``'s."""
+    await publisher.publish(topology.retry_exchange, f"0.{target}", message, headers=headers)

@@ -70,14 +70,25 @@ def run_service(
     except ValidationError as exc:
         fail_config(program, f"invalid configuration:\n{describe_invalid_settings(exc)}")
     configure_logging(log_settings(settings), program, filters=list(log_filters))
+    code = exit_code(lambda: run(settings), unavailable)
+    if code != EXIT_OK:
+        sys.exit(code)
+    log.info("exited cleanly")
+
+
+def exit_code(
+    run: Callable[[], None], unavailable: Iterable[type[BaseException]] = (TaskyardError, OSError)
+) -> int:
+    """Call ``run`` (it blocks until the service stops) and map how it ended onto an exit code (see the
+    module); anything else propagates. Also what a forked child of a supervisor (the worker's) exits with."""
     try:
-        run(settings)
+        run()
     except (ConfigurationError, CatalogError) as exc:
         log.error("cannot start: %s", exc)
-        sys.exit(EXIT_CONFIG)
+        return EXIT_CONFIG
     except tuple(unavailable) as exc:
         # One line: the broker or the database is away, or the topology conflicts. The orchestrator
         # restarts the process (with back-off).
         log.error("cannot run: %s: %s", type(exc).__name__, exc)
-        sys.exit(EXIT_UNAVAILABLE)
-    log.info("exited cleanly")
+        return EXIT_UNAVAILABLE
+    return EXIT_OK

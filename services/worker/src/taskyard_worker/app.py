@@ -16,8 +16,10 @@ import argparse
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator, Coroutine
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import aiormq
@@ -26,10 +28,11 @@ from aio_pika.abc import AbstractQueue
 from taskyard_common.amqp import consume
 from taskyard_common.catalog import Catalog, SpecialistSpec
 from taskyard_common.catalog_sources import LiveCatalog, open_live_catalog
+from taskyard_common.llm import make_client
 from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.metrics import init_failover_labels, init_llm_labels, init_worker_labels
 from taskyard_common.model_specs import fallback_chain
-from taskyard_common.service import run_service
+from taskyard_common.service import exit_code, run_service
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.control import ControlHandler
 from taskyard_worker.flights import Source
@@ -37,6 +40,8 @@ from taskyard_worker.handler import WorkHandler
 from taskyard_worker.heartbeat import Heartbeat
 from taskyard_worker.resources import StartupError, WorkerResources, load_spec
 from taskyard_worker.settings import ServiceSettings, get_settings
+from taskyard_worker.supervision import Role, child_roles
+from taskyard_worker.supervisor import Supervisor
 
 log = logging.getLogger("taskyard_worker")
 
@@ -46,8 +51,9 @@ CANCEL_TIMEOUT_SECONDS = 5.0
 class Worker:
     """The consumers of one specialist's queues (main, quarantine, control) over opened ``WorkerResources``."""
 
-    def __init__(self, resources: WorkerResources) -> None:
+    def __init__(self, resources: WorkerResources, role: Role = Role.ALL) -> None:
         self.resources = resources
+        self.role = role
         self.context = WorkerContext.build(resources)
         self.flights = self.context.flights
         self.handler = WorkHandler(self.context)
@@ -73,10 +79,12 @@ class Worker:
             control,
             await consume(control, ControlMessage, ControlHandler(self.context)),
         )
-        for queue, source in (
-            *((queue, Source.MAIN) for queue in resources.main_queues),
-            (resources.quarantine_queue, Source.QUARANTINE),
-        ):
+        queues: list[tuple[AbstractQueue, Source]] = []
+        if self.role is not Role.QUARANTINE:
+            queues += [(queue, Source.MAIN) for queue in resources.main_queues]
+        if self.role is not Role.MAIN:
+            queues.append((resources.quarantine_queue, Source.QUARANTINE))
+        for queue, source in queues:
             tag = await consume(queue, WorkMessage, self.handler.consumer(source))
             self._work_consumers.append((queue, tag))
 
@@ -115,16 +123,38 @@ class Worker:
         log.info("worker stopped; deliveries handled: %s", dict(self.context.outcomes) or "none")
 
 
+@dataclass(frozen=True)
+class ChildRun:
+    """How a process runs its worker: its ``role`` (what it consumes), its lease ``owner`` id (None: a new
+    one per start) and ``on_ready`` (called each time it consumes): a supervisor's child gets all three."""
+
+    role: Role = Role.ALL
+    owner: str | None = None
+    on_ready: Callable[[], None] | None = None
+
+
 @asynccontextmanager
 async def running_worker(
-    settings: ServiceSettings, specialist: str, *, catalog: Catalog | None = None
+    settings: ServiceSettings,
+    specialist: str,
+    *,
+    catalog: Catalog | None = None,
+    child: ChildRun = ChildRun(),
 ) -> AsyncIterator[Worker]:
     """Open resources, consume, and on exit stop gracefully and close everything. ``catalog``: the catalog
     now (None: read the catalog file)."""
-    async with WorkerResources.open(settings, specialist, catalog=catalog) as resources:
-        worker = Worker(resources)
+    async with WorkerResources.open(
+        settings,
+        specialist,
+        catalog=catalog,
+        owner=child.owner,
+        serve_health=child.role is not Role.QUARANTINE,
+    ) as resources:
+        worker = Worker(resources, child.role)
         try:
             await worker.start()  # a start that fails half-way is stopped too (the heartbeat is running)
+            if child.on_ready is not None:
+                child.on_ready()
             yield worker
         finally:
             await worker.stop()
@@ -153,7 +183,11 @@ async def _spec_changed(live: LiveCatalog, specialist: str, spec: SpecialistSpec
 
 
 async def follow_catalog(
-    settings: ServiceSettings, specialist: str, live: LiveCatalog, stop: asyncio.Event
+    settings: ServiceSettings,
+    specialist: str,
+    live: LiveCatalog,
+    stop: asyncio.Event,
+    child: ChildRun = ChildRun(),
 ) -> None:
     """Consume with the catalog's current spec of ``specialist`` until ``stop``: when the spec changes, stop
     gracefully (in-flight tasks finish their step or are handed back) and consume again with the new one,
@@ -176,7 +210,7 @@ async def follow_catalog(
             log.error("not consuming: %s", exc)
             await _first(stop.wait(), _spec_changed(live, specialist, spec))
             continue
-        async with running_worker(settings, specialist, catalog=catalog) as worker:
+        async with running_worker(settings, specialist, catalog=catalog, child=child) as worker:
             waits = [stop.wait(), _spec_changed(live, specialist, spec)]
             if idle_limit is not None:
                 waits.append(worker.flights.until_idle(idle_limit))
@@ -193,7 +227,11 @@ async def follow_catalog(
                 log.info("stop signal received")
 
 
-async def serve(settings: ServiceSettings, specialist: str) -> None:
+async def serve(
+    settings: ServiceSettings,
+    specialist: str,
+    child: ChildRun = ChildRun(),
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
@@ -202,7 +240,7 @@ async def serve(settings: ServiceSettings, specialist: str) -> None:
     try:
         async with open_live_catalog(settings.catalog, settings.db, sighup=True) as live:
             load_spec(settings, specialist, live.catalog)  # not in the catalog at start: exit 2
-            await follow_catalog(settings, specialist, live, stop)
+            await follow_catalog(settings, specialist, live, stop, child)
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
@@ -243,8 +281,37 @@ def main(argv: list[str] | None = None) -> None:
         f"taskyard-worker[{args.specialist}]",
         load_settings=load_settings,
         log_settings=lambda settings: settings.log,
-        run=lambda settings: asyncio.run(serve(settings, args.specialist)),
+        run=lambda settings: run_worker(settings, args.specialist),
     )
+
+
+def run_worker(settings: ServiceSettings, specialist: str) -> None:
+    """One process (``TASKYARD_WORKER_SUPERVISOR=false``) or a supervisor forking the worker children."""
+    if not settings.worker.supervisor:
+        asyncio.run(serve(settings, specialist))
+        return
+    # Checked here once, so that a wrong specialist exits 2 at once instead of in every child.
+    load_spec(settings, specialist)
+    # Warm: building an LLM client imports its HTTP stack lazily (a third of a second of a child's start);
+    # this one opens nothing and is dropped.
+    make_client(settings.llm)
+
+    def child_main(role: Role, owner: str, on_ready: Callable[[], None]) -> int:
+        run = ChildRun(role=role, owner=owner, on_ready=on_ready)
+        try:
+            return exit_code(lambda: asyncio.run(serve(settings, specialist, run)))
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        except BaseException:
+            log.exception("the %s worker child failed", role)
+            return 1
+
+    job_mode = settings.worker.exit_when_idle_seconds is not None
+    roles = child_roles(job_mode=job_mode, quarantine_children=settings.worker.quarantine_children)
+    supervisor = Supervisor(roles, child_main, settings.db)
+    code = supervisor.run()
+    if code != 0:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ one slot per worker for a lease, and the healthy suspects behind it are not seri
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Protocol
 
 from aio_pika.abc import AbstractIncomingMessage
@@ -20,12 +21,14 @@ from taskyard_common.messages import WorkMessage
 from taskyard_common.metrics import MESSAGES_QUARANTINED
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.crashes import (
-    SUSPECT_AFTER_CRASHES,
     Isolate,
     after_crash,
     crashed_too_often,
     crashes_of,
+    lease_left,
+    quarantine_wait,
     started_before,
+    suspect_after,
     unstarted_returns,
     unstarted_too_often,
 )
@@ -64,49 +67,66 @@ class CrashMoves:
         redelivered = bool(incoming.redelivered)
         crashes = crashes_of(incoming.headers, redelivered=redelivered)
         if source is Source.QUARANTINE:
-            if crashed_too_often(crashes, self._ctx.delivery_limit):
+            if crashed_too_often(crashes, self._ctx.delivery_limit, supervised=self._supervised):
                 self._ctx.count("crashed_too_often")
                 raise TransientError(
                     f"task {message.task_id} was in flight for {crashes} worker crashes: not run again,"
                     " requeued until the quarantine queue's delivery limit dead-letters it"
                 )
             if redelivered:
-                # Crashed in quarantine: round a delay tier until its lease is over, then back (below).
-                await self._to_quarantine_later(message, crashes, "crashed in quarantine")
+                # Crashed in quarantine, where it ran alone: round a delay tier (``quarantine_wait``), then
+                # back (below).
+                wait = quarantine_wait(crashes, self._ctx.settings.lease_seconds, supervised=self._supervised)
+                await self._to_quarantine_later(message, crashes, "crashed in quarantine", wait)
                 return True
             return False
         if not self._ctx.settings.quarantine:
             return False
         if redelivered:
-            if await self._started_before(message):
-                await self._after_crash(message, crashes)
+            started, left = await self._lease_of(message)
+            if started:
+                await self._after_crash(message, crashes, left)
             else:
                 await self._after_unstarted_return(message, incoming)
             return True
-        if crashes >= SUSPECT_AFTER_CRASHES:
+        if crashes >= suspect_after(supervised=self._supervised):
             # A suspect back from its delay tier: the dead worker's lease is over, it runs in quarantine now.
             await self._isolate(message, crashes, f"in flight for {crashes} worker crashes")
             return True
         return False
 
-    async def _started_before(self, message: WorkMessage) -> bool:
-        """Whether the task of a redelivered message was started (crashes.py); True when the store cannot
-        say (counting a crash too many costs a re-run, one too few could let a poison message loop)."""
+    @property
+    def _supervised(self) -> bool:
+        return self._ctx.settings.supervisor
+
+    async def _lease_of(self, message: WorkMessage) -> tuple[bool, float | None]:
+        """Whether the task of a redelivered message was started (crashes.py), and the seconds left of its
+        lease (None: unknown). Started when the store cannot say (counting a crash too many costs a re-run,
+        one too few could let a poison message loop)."""
         try:
             record = await self._ctx.store.get(message.task_id)
         except StoreUnavailable:
-            return True
-        return started_before(None if record is None else record.status)
+            return True, None
+        if record is None:
+            return False, None
+        return started_before(record.status), lease_left(record.lease_expires_at, datetime.now(UTC))
 
-    async def _after_crash(self, message: WorkMessage, crashes: int) -> None:
-        """After its first crash it runs again among the others, later; after two it is a suspect, to run
-        alone in quarantine once the dead worker's lease is over. Publish (confirmed) first, then the helper
+    async def _after_crash(self, message: WorkMessage, crashes: int, left: float | None) -> None:
+        """After its first crash it runs again among the others; after two it is a suspect, to run alone in
+        quarantine; both once the dead worker's lease is over. Publish (confirmed) first, then the helper
         acks: a crash in between duplicates."""
-        decision = after_crash(crashes, self._ctx.settings.lease_seconds)
+        decision = after_crash(
+            crashes, self._ctx.settings.lease_seconds, lease_left=left, supervised=self._supervised
+        )
         if isinstance(decision, Isolate):
-            await self._to_quarantine_later(message, crashes, f"in flight for {crashes} worker crashes")
+            why = f"in flight for {crashes} worker crashes"
+            if decision.delay_seconds > 0:
+                await self._to_quarantine_later(message, crashes, why, decision.delay_seconds)
+            else:
+                await self._isolate(message, crashes, why)
             return
-        why = f"redelivered after a worker crash ({crashes} of {SUSPECT_AFTER_CRASHES} before quarantine)"
+        suspect = suspect_after(supervised=self._supervised)
+        why = f"redelivered after a worker crash ({crashes} of {suspect} before quarantine)"
         await self._defer(message, decision.delay_seconds, why, "crashed", crashes=crashes)
         self._ctx.count("rerun_after_crash")
 
@@ -122,10 +142,16 @@ class CrashMoves:
         await self._defer(message, 0, why, "crashed", crashes=crashes, unstarted=returns)
         self._ctx.count("returned_unstarted")
 
-    async def _to_quarantine_later(self, message: WorkMessage, crashes: int, why: str) -> None:
-        lease = self._ctx.settings.lease_seconds
+    async def _to_quarantine_later(
+        self, message: WorkMessage, crashes: int, why: str, wait: float | None
+    ) -> None:
+        """To quarantine after ``wait`` (None: a lease; 0: at once, the lease is over)."""
+        if wait == 0:
+            await self._isolate(message, crashes, why)
+            return
+        delay = self._ctx.settings.lease_seconds if wait is None else wait
         await self._defer(
-            message, lease, f"{why}; to quarantine once its lease is over", "crashed", crashes=crashes
+            message, delay, f"{why}; to quarantine once its lease is over", "crashed", crashes=crashes
         )
         self._ctx.count("suspect_waits")
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.topology import DELAY_TIERS
@@ -40,6 +41,10 @@ from taskyard_common.topology import DELAY_TIERS
 CRASHES_HEADER = "taskyard-crashes"
 # In flight for this many crashes: a suspect, run alone in the quarantine queue.
 SUSPECT_AFTER_CRASHES = 2
+# The same under a supervisor (``supervisor.py``): its quarantine child runs nothing else, so a suspect waits
+# there only behind other suspects, and a poison message kills no healthy task there; isolating every task
+# in flight at the first crash costs them less than a second crash among the healthy ones.
+SUSPECT_AFTER_CRASHES_SUPERVISED = 1
 # The AMQP header with how often in a row the message came back without its task having started.
 UNSTARTED_HEADER = "taskyard-unstarted-returns"
 
@@ -89,32 +94,83 @@ SPREAD_TIERS = 2
 @dataclass(frozen=True)
 class RunAgain:
     """A bystander until proven otherwise: republished at once, the crash counted, to come back to the main
-    queue after ``delay_seconds`` (a delay tier)."""
+    queue after ``delay_seconds`` (a delay tier; 0: straight back)."""
 
     delay_seconds: int
 
 
 @dataclass(frozen=True)
 class Isolate:
-    """A suspect: moved to the quarantine queue, to run alone until it completes or is dead-lettered."""
+    """A suspect: moved to the quarantine queue, to run alone until it completes or is dead-lettered; after
+    ``delay_seconds`` round a delay tier first (0: at once)."""
+
+    delay_seconds: float = 0
 
 
-def after_crash(crashes: int, lease_seconds: float, rng: random.Random | None = None) -> RunAgain | Isolate:
-    """The decision for a redelivered main-queue message that was in flight for ``crashes`` crashes (≥ 1)."""
-    if crashes >= SUSPECT_AFTER_CRASHES:
-        return Isolate()
+def lease_left(expires_at: datetime | None, now: datetime) -> float | None:
+    """Seconds until the task's lease runs out (<= 0: over; None: it holds none). ``now`` is this host's
+    clock: a skew only picks the other wait, and a start that finds the lease still held waits it out."""
+    return None if expires_at is None else (expires_at - now).total_seconds()
+
+
+def lease_wait(left: float | None, lease_seconds: float, *, supervised: bool) -> float | None:
+    """How long a crashed message must stay away for the dead worker's lease: 0 when it is over already (a
+    supervisor ended it, ``supervisor.py``); the shortest delay tier when a supervisor will end it within a
+    moment (the start defers it again if not); None when only its running out ends it (a lease's wait)."""
+    if left is not None and left <= 0:
+        return 0
+    if supervised:
+        return DELAY_TIERS[0]
+    return None
+
+
+def suspect_after(*, supervised: bool) -> int:
+    """The crashes in flight that make a message a suspect."""
+    return SUSPECT_AFTER_CRASHES_SUPERVISED if supervised else SUSPECT_AFTER_CRASHES
+
+
+def after_crash(
+    crashes: int,
+    lease_seconds: float,
+    rng: random.Random | None = None,
+    *,
+    lease_left: float | None = None,
+    supervised: bool = False,
+) -> RunAgain | Isolate:
+    """The decision for a redelivered main-queue message that was in flight for ``crashes`` crashes (≥ 1);
+    ``lease_left``: the dead worker's lease on its task (``lease_left()``); ``supervised``: workers run under
+    a supervisor, which ends a dead child's leases at once."""
+    wait = lease_wait(lease_left, lease_seconds, supervised=supervised)
+    if crashes >= suspect_after(supervised=supervised):
+        # Under a supervisor straight to quarantine: a lease the supervisor has not ended yet is waited for
+        # there, in place, for a moment (``starts.WaitForLease``).
+        return Isolate(0 if supervised else lease_seconds if wait is None else wait)
+    if wait is not None:
+        return RunAgain(int(wait))
     # Back once the dead worker's lease can have run out (before, it would only be deferred again).
     tiers = [tier for tier in DELAY_TIERS if tier >= lease_seconds][:SPREAD_TIERS] or [DELAY_TIERS[-1]]
     return RunAgain((rng or random).choice(tiers))
 
 
-def crash_budget(delivery_limit: int) -> int:
-    """The most crashes a message may be in flight for: two to become a suspect, then as many runs in
+def quarantine_wait(crashes: int, lease_seconds: float, *, supervised: bool) -> float:
+    """How long a message that crashed in quarantine (``crashes`` in all) stays away before it runs there
+    again: a lease, for the dead consumer's lease to run out. Under a supervisor, which ends that lease at
+    once, twice as long for each crash in quarantine: it ran alone there, so it is all but proven poison,
+    each of its runs costs a quarantine child's restart, and the suspects behind it, healthy most of them,
+    should not wait for those; its remaining runs (the delivery limit's) can wait."""
+    if not supervised:
+        return lease_seconds
+    in_quarantine = max(1, crashes - suspect_after(supervised=True))
+    return lease_seconds * 2.0**in_quarantine
+
+
+def crash_budget(delivery_limit: int, *, supervised: bool = False) -> int:
+    """The most crashes a message may be in flight for: those that make it a suspect, then as many runs in
     quarantine as its delivery limit lets a message be delivered (``limit + 1``)."""
-    return SUSPECT_AFTER_CRASHES + delivery_limit + 1
+    return suspect_after(supervised=supervised) + delivery_limit + 1
 
 
-def crashed_too_often(crashes: int, delivery_limit: int) -> bool:
+def crashed_too_often(crashes: int, delivery_limit: int, *, supervised: bool = False) -> bool:
     """Whether a message that was in flight for ``crashes`` crashes is past its budget: it is then not run
     again but rejected until its queue's delivery limit dead-letters it."""
-    return crashes >= crash_budget(delivery_limit)
+    return crashes >= crash_budget(delivery_limit, supervised=supervised)

@@ -23,7 +23,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from taskyard_common.errors import StoreUnavailable, TaskyardError, TransientError
 from taskyard_common.messages import Usage, WorkMessage
 from taskyard_common.metrics import TASK_START_DEFERRALS, TASKS_FINISHED
-from taskyard_common.retry import publish_delayed
+from taskyard_common.retry import publish_delayed, publish_now
 from taskyard_common.store import DeferralReason
 from taskyard_common.task_errors import TaskErrorType, task_error
 from taskyard_common.topology import work_target
@@ -234,15 +234,16 @@ class WorkHandler:
     ) -> None:
         """Send the same message (same attempt: not charged) through a delay tier, then ack; ``label``:
         the reason counted in ``taskyard_task_start_deferrals_total``; ``crashes``: its crash count, carried."""
+        target = work_target(self._ctx.specialist, self._ctx.publisher.level(message.priority))
+        headers = crash_headers(crashes, unstarted)
         try:
-            tier = await publish_delayed(
-                self._ctx.publisher,
-                self._ctx.topology,
-                work_target(self._ctx.specialist, self._ctx.publisher.level(message.priority)),
-                message,
-                delay_seconds,
-                headers=crash_headers(crashes, unstarted),
-            )
+            if delay_seconds <= 0:  # at once (a crash's message whose lease is over, crash_moves.py)
+                await publish_now(self._ctx.publisher, self._ctx.topology, target, message, headers=headers)
+                tier = 0
+            else:
+                tier = await publish_delayed(
+                    self._ctx.publisher, self._ctx.topology, target, message, delay_seconds, headers=headers
+                )
         except TaskyardError as exc:
             raise TransientError(f"could not defer task {message.task_id}: {exc}") from exc
         # A refusal for the tenant's cap or share is routine under load (a backlog goes round the delay

@@ -138,11 +138,19 @@ class WorkerResources:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, settings: ServiceSettings, specialist: str, *, catalog: Catalog | None = None
+        cls,
+        settings: ServiceSettings,
+        specialist: str,
+        *,
+        catalog: Catalog | None = None,
+        owner: str | None = None,
+        serve_health: bool = True,
     ) -> AsyncIterator[WorkerResources]:
         """Check the configuration, open everything, yield; on exit close what was opened, in reverse
         order: health first (stop advertising readiness), the store last. ``catalog``: the catalog now
-        (None: read the file)."""
+        (None: read the file); ``owner``: the lease owner id (None: a new one, ``worker_owner``; a
+        supervisor's child gets its own from the parent); ``serve_health``: False for a supervisor's
+        quarantine child (the main child serves the pod's health and metrics port)."""
         catalog, spec = load_spec(settings, specialist, catalog)
         async with AsyncExitStack() as stack:
             store = await PostgresTaskStore.open(settings.db)
@@ -209,7 +217,10 @@ class WorkerResources:
                 await store.ping()
                 return True
 
-            health = HealthServer(settings.health, ready)
+            health_settings = settings.health
+            if not serve_health:
+                health_settings = health_settings.model_copy(update={"port": 0})
+            health = HealthServer(health_settings, ready)
             await health.start()
             stack.push_async_callback(health.close)
             resources = cls(
@@ -233,7 +244,7 @@ class WorkerResources:
                 control_queue=control_queue,
                 publisher=publisher,
                 topology=topology,
-                owner=worker_owner(),
+                owner=owner or worker_owner(),
                 health=health,
             )
             log.info(

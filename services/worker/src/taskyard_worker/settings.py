@@ -67,6 +67,16 @@ class WorkerSettings(BaseSettings):
     token_flush_seconds: float = Field(default=0.25, ge=0)
     # Move redelivered messages (a crash returned them) to the quarantine queue to run them one at a time.
     quarantine: bool = True
+    # Run as a supervisor (``supervisor.py``): a warm parent forks the worker children (one for the main
+    # queues, one for the quarantine queue) and forks a dead one again at once, ending its leases. False:
+    # one process that consumes everything, restarted by whoever started it.
+    supervisor: bool = True
+    # Under a supervisor, how many children consume the quarantine queue, one suspect each at a time: the
+    # suspects of a crash (every task it found in flight, healthy most of them) wait behind each other there.
+    # Only the main child serves metrics: what quarantine children run is in the logs and task histories.
+    # 0: the main child consumes the quarantine queue too (every metric on its port; a poison task's crash
+    # in quarantine then takes the main child's running tasks with it).
+    quarantine_children: int = Field(default=2, ge=0, le=16)
     # Job mode (a KEDA ScaledJob): stop gracefully and exit 0 once nothing was in flight and nothing was
     # delivered for this long, so the Job completes. None: run until SIGTERM. ``--exit-when-idle`` wins.
     exit_when_idle_seconds: float | None = Field(default=None, gt=0)

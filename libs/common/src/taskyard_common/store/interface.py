@@ -201,6 +201,12 @@ class TaskStore(Protocol):
         """Extend ``owner``'s leases; returns (ids still held, ids whose cancellation was requested)."""
         ...
 
+    async def expire_leases(self, owner: str) -> int:
+        """End every lease ``owner`` holds now (its process is known to be dead: a worker's supervisor saw it
+        die), so that the next start of each task takes it over without waiting; the tasks stay running.
+        Returns how many leases were ended."""
+        ...
+
     async def append_attempt_log(self, task_id: UUID, owner: str, entry: dict[str, Any]) -> bool:
         """Add ``entry`` to the attempt history of a task ``owner`` runs (a resumed attempt says so)."""
         ...

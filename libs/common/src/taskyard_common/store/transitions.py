@@ -61,6 +61,12 @@ HEARTBEAT = (
     " UPDATE tasks SET lease_expires_at = clock_timestamp() + make_interval(secs => $3) FROM held"
     " WHERE tasks.id = held.id RETURNING tasks.id, tasks.cancel_requested_at IS NOT NULL AS cancel"
 )
+# A dead worker's leases, ended now (not dropped: the task stays running under the dead owner, so a
+# redelivery of its message still counts the crash, and the next start takes it over at once).
+EXPIRE_LEASES_OF = (
+    "UPDATE tasks SET lease_expires_at = clock_timestamp() WHERE status = 'running' AND lease_owner = $1"
+    " AND lease_expires_at > clock_timestamp() RETURNING id"
+)
 # Not an event: the message of a long task is acked early (the lease protects it from now on).
 SETTLE = (
     "UPDATE tasks SET message_settled = true, updated_at = clock_timestamp()"
@@ -249,6 +255,9 @@ class TransitionQueries(StartQueries, GroupSettling):
             return set(), set()
         rows = await self._fetch(HEARTBEAT, task_ids, owner, lease_seconds)
         return {r["id"] for r in rows}, {r["id"] for r in rows if r["cancel"]}
+
+    async def expire_leases(self, owner: str) -> int:
+        return len(await self._fetch(EXPIRE_LEASES_OF, owner))
 
     async def append_attempt_log(self, task_id: UUID, owner: str, entry: dict[str, Any]) -> bool:
         return self._applied(task_id, await self._fetchrow(APPEND_ATTEMPT_LOG, task_id, owner, entry))

@@ -1,0 +1,99 @@
+"""``taskyard-worker`` under its supervisor (supervisor.py): a SIGKILLed child is forked again at once, and its
+task runs again without waiting for the dead child's lease."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_devkit.ports import free_port
+from taskyard_devkit.process import Service
+from taskyard_devkit.readiness import wait_http_ok
+from tests.integration.worker.helpers import Harness
+from tests.integration.worker.test_worker_process import worker_env
+from tests.support.polling import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+# Far longer than the test may take: a task that waited for the dead child's lease could not complete in it.
+LEASE_SECONDS = 600
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux /proc)."""
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(p) for p in text.split()]
+
+
+def listener(port: int, pids: list[int]) -> int | None:
+    """Which of ``pids`` listens on TCP ``port`` (the main child serves health and metrics)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    for pid in pids:
+        try:
+            if any(os.readlink(fd) in inodes for fd in Path(f"/proc/{pid}/fd").iterdir()):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiting_for_its_lease(
+    harness: Harness, catalog_path: Path, service_logs: Path
+) -> None:
+    # The first call hangs (the child is killed under it); the re-run's call answers.
+    await harness.script([{"delay_seconds": 120, "content": "never seen"}, {"content": "after the crash"}])
+    port = free_port()
+    settings = harness.settings
+    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
+    env["TASKYARD_WORKER_LEASE_SECONDS"] = str(LEASE_SECONDS)
+    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    try:
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        kids = children(service.proc.pid)
+        assert len(kids) == 3, "one child for the main queues, two for the quarantine queue"
+        main = listener(port, kids)
+        assert main is not None, "the main child serves health and metrics"
+
+        message = await harness.submit("This call hangs until its worker dies.")
+        running = await harness.wait(message.task_id, TaskStatus.RUNNING)
+        await harness.wait_llm_calls(1)
+        first_owner = running.lease_owner
+        assert first_owner is not None and f":{main}:" in first_owner
+        os.kill(main, signal.SIGKILL)
+
+        record = await harness.wait(message.task_id, TaskStatus.COMPLETED, within=60)
+        assert record.result is not None and record.result["output"] == "after the crash"
+        events = await harness.store.events(message.task_id)
+        starts = [e for e in events if e.type == "attempt_started"]
+        assert len(starts) == 2 and starts[0].data["worker"] == first_owner
+        assert starts[1].data["worker"] != first_owner, "a new child (a new owner) ran it again"
+        # The second start took the task over long before the dead child's lease could have run out.
+        second_start = datetime.fromisoformat(starts[1].at)
+        assert second_start < datetime.fromisoformat(starts[0].at) + timedelta(seconds=LEASE_SECONDS / 2)
+
+        # The parent is the same process; a new main child serves the port again.
+        assert service.proc.poll() is None
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+
+        async def replaced() -> bool:
+            now = children(service.proc.pid)
+            return len(now) == 3 and main not in now
+
+        await eventually(replaced, timeout=30, what="a new main child")
+    finally:
+        code = await asyncio.to_thread(service.stop)
+    log = service.log_tail(400)
+    assert code == 0, log
+    assert f"main worker child {main} died (signal SIGKILL): restart #1" in log
+    assert "ended 1 leases of the dead child" in log
