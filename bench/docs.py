@@ -47,7 +47,7 @@ METHOD = """\
   count; its 1-s run uses a reduced count (stated in the table), since 1,000 such tasks take 1,000 / CPUs s.
 - **I/O-bound**: tasks are submitted and routed first with no worker running; then one worker (specialist
   concurrency from a bench catalog) drains them; the window is the first `started_at` to the last
-  `finished_at`, against the ideal `ceil(tasks / concurrency) x 1 s`; peak RSS is the worker's `VmHWM`; p50/p99
+  `finished_at`, against the ideal `ceil(tasks / concurrency) x 1 s`; peak memory is the largest sampled PSS of the worker's processes together (supervisor and children, `bench/memory.py`); p50/p99
   there are each task's run time (`started_at` .. `finished_at`, ideal 1 s). It runs twice: without LLM
   limits, then (`taskyard.io.limited`) with the model's fleet-wide `rpm` 10^6 and `tpm` 10^9 in the catalog,
   so every call reserves from the PostgreSQL buckets but none waits; the target compares the two windows.

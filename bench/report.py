@@ -158,10 +158,10 @@ def evaluate(rows: Sequence[Row]) -> list[Target]:
             _judge(io, peak, peak is not None and peak >= 500),
         )
     )
-    rss = io.extra.get("peak_rss_mb") if io else None
+    rss = io.extra.get("peak_memory_mb") if io else None
     targets.append(
         Target(
-            "that worker's peak RSS (VmHWM)",
+            "that worker's peak memory (PSS of its processes, sampled)",
             "<= 250 MB",
             f"{fmt(rss)} MB{_suffix(io)}",
             _judge(io, rss, rss is not None and rss <= 250),

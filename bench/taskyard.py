@@ -223,14 +223,3 @@ def _ms(seconds: float | None) -> float | None:
 
 def new_tag() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def peak_rss_mb(pid: int) -> float | None:
-    """The process's peak resident set (VmHWM), in MB (10^6 bytes); None once it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024 / 1e6
-    except OSError:
-        return None
-    return None

@@ -332,16 +332,6 @@ async def chaos_run(
                 cluster.stop_all()
 
 
-def peak_rss_mb(service: Service) -> float | None:
-    try:
-        for line in Path(f"/proc/{service.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024 / 1e6
-    except OSError:
-        return None
-    return None
-
-
 def fmt_s(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.1f} s"
 

@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.chaos.harness import ChaosRun, Outcome, chaos_run, peak_rss_mb
+from bench.chaos.harness import ChaosRun, Outcome, chaos_run
 from bench.chaos.nodes import rabbit_node
 from bench.infra import Context
+from bench.memory import TreeMemory
 from taskyard_devkit.devllm import DevLlm
 
 POISON = " POISON"
@@ -201,6 +202,9 @@ async def slow_llm(ctx: Context, out: Outcome, llm: DevLlm) -> None:
         await llm.script(model, steady, by_turn=True)
         await llm.script(model, [{"delay_seconds": 30}], by_turn=True, when=SLOW)
         await run.start(workers=1, worker_env=WORKER_ENV)
+        memory = {s.name.rsplit("-", 1)[0]: TreeMemory(s.proc.pid) for s in run.cluster.services}
+        for sampled in memory.values():
+            sampled.start()
         peak_running = 0
         sampling = True
 
@@ -227,7 +231,7 @@ async def slow_llm(ctx: Context, out: Outcome, llm: DevLlm) -> None:
         sampling = False
         await sampler
         await run.judge(out)
-        rss = {s.name.rsplit("-", 1)[0]: peak_rss_mb(s) for s in run.cluster.services}
+        rss = {name: await sampled.stop() for name, sampled in memory.items()}
         async with run.store() as conn:
             attempts = await conn.fetchval(
                 "SELECT max(attempts) FROM tasks WHERE metadata->>'chaos' = $1", run.tag
@@ -237,4 +241,7 @@ async def slow_llm(ctx: Context, out: Outcome, llm: DevLlm) -> None:
             f" {peak_running} running at once (concurrency {concurrency}: the rest waited in the queue);"
             f" up to {attempts} attempts"
         )
-        out.note("peak RSS: " + ", ".join(f"{k} {v:.0f} MB" for k, v in rss.items() if v is not None))
+        out.note(
+            "peak memory (PSS of each service's processes, sampled): "
+            + ", ".join(f"{k} {v:.0f} MB" for k, v in rss.items() if v is not None)
+        )

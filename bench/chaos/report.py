@@ -85,7 +85,7 @@ RabbitMQ and PostgreSQL are never stopped.
 6. **Slow model, then an outage** (on a RabbitMQ node of its own): one worker (concurrency 32 in a full
    run); one model call in fifty takes 30 s (p99 30 s), the others 0.5 s; ten seconds in, the model answers only `503` for a while, then
    recovers. Back pressure: the most tasks running at once (sampled from the store every 0.5 s) against the
-   worker's concurrency; memory: each process's peak RSS (`VmHWM`).
+   worker's concurrency; memory: the largest sampled PSS of each service's processes together (a worker is a supervisor and its children).
 
 `make chaos` runs every scenario at full size and writes this file; `make chaos CHAOS_ARGS=--quick` runs
 smaller counts; the test suite runs the first scenario at a tiny size (`python -m bench.chaos --smoke --only

@@ -5,7 +5,7 @@ The specialist's concurrency (its queue prefetch) comes from a bench catalog: 50
 tasks are submitted and routed first, with no worker running; then one worker starts and drains them, so
 the measurement is the worker's own: the window from the first task's ``started_at`` to the last
 ``finished_at``, against the ideal (waves of ``concurrency`` tasks of 1 s). Also the most tasks seen in
-flight at once (from the rows' start/finish times) and the worker's peak RSS (``VmHWM``).
+flight at once (from the rows' start/finish times) and the worker's peak memory (PSS of its processes, sampled).
 
 Run twice: without LLM limits, then with the model's fleet-wide ``rpm`` and ``tpm`` set far above what the
 run uses (``LIMITED``), so every call reserves from the PostgreSQL buckets without ever waiting: the cost of
@@ -19,6 +19,7 @@ import time
 import asyncpg
 
 from bench.infra import Context, taskyard_namespace
+from bench.memory import TreeMemory
 from bench.runner import Rows, Scenario, bounded, finish
 from bench.stats import ideal_seconds, peak_overlap, percentile
 from bench.taskyard import (
@@ -27,7 +28,6 @@ from bench.taskyard import (
     devllm,
     http_client,
     new_tag,
-    peak_rss_mb,
     submit_many,
     task_times,
     wait_for,
@@ -83,11 +83,13 @@ async def _run(ctx: Context, rows: Rows, *, limited: bool) -> None:
             await wait_for(conn, db.db_schema, tag, ["queued"], submitted.ok)
             spawned = time.time()
             worker = await running.start_worker(SPECIALIST)
+            memory = TreeMemory(worker.proc.pid)
+            memory.start()
             async with bounded(row, ctx.pick(240, 60, 20)):
                 await wait_for(conn, db.db_schema, tag, TERMINAL, submitted.ok, row, spawned)
-            rss = peak_rss_mb(worker.proc.pid)
+            rss = await memory.stop()
             if rss is not None:
-                row.extra["peak_rss_mb"] = rss
+                row.extra["peak_memory_mb"] = rss
             times = [t for t in await task_times(conn, db.db_schema, tag) if t.started and t.finished]
             completed = [t for t in times if t.status == "completed"]
             row.done = len(completed)
@@ -102,7 +104,7 @@ async def _run(ctx: Context, rows: Rows, *, limited: bool) -> None:
                 row.p99_ms = (percentile(run_times, 99) or 0) * 1000
                 row.note += (
                     f"{row.wall_s / ideal:.2f}x ideal {ideal:.0f} s; {row.extra['peak_in_flight']:.0f} in flight; "
-                    f"RSS {rss or 0:.0f} MB; spawn to last {last_finish - spawned:.1f} s; p50/p99: run time"
+                    f"memory {rss or 0:.0f} MB (PSS, all its processes); spawn to last {last_finish - spawned:.1f} s; p50/p99: run time"
                 )
             finish(row)
         finally:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench.infra import Context
+from bench.memory import process_tree, tree_pss_mb
 from bench.report import OK, TIMED_OUT, Row, evaluate, format_table, results_table, targets_table
 from bench.runner import Rows, Scenario, run_scenario
 from bench.scenarios.large_store_pairs import abba
@@ -75,7 +79,7 @@ def test_results_table_marks_timeouts() -> None:
 
 def test_targets_from_rows() -> None:
     io = _row("taskyard.io", 1000, 2.2)
-    io.extra.update(window_s=2.2, ideal_s=2.0, peak_in_flight=500, peak_rss_mb=120)
+    io.extra.update(window_s=2.2, ideal_s=2.0, peak_in_flight=500, peak_memory_mb=120)
     rows = [
         _row("broker", 10_000, 1.0),  # 10,000/s
         _row("celery.prefork.noop", 1000, 1.0),  # 1,000/s
@@ -91,7 +95,7 @@ def test_targets_from_rows() -> None:
     assert celery.met is True and celery.measured.startswith("4.00x")
     assert verdicts["I/O-bound completion time vs ideal"].met is True  # 1.10x
     assert verdicts["one worker process holding concurrent LLM calls"].met is True
-    assert verdicts["that worker's peak RSS (VmHWM)"].met is True
+    assert verdicts["that worker's peak memory (PSS of its processes, sampled)"].met is True
     submit = verdicts["submit path: req/s of one API process with p99 < 50 ms"]
     assert submit.met is True and "submit.streams.c32" in submit.measured
     streams = verdicts["submit path's p99 with event streams open"]
@@ -153,3 +157,15 @@ def test_large_store_targets_read_the_pooled_rows_and_show_each_pair() -> None:
 
 def test_paired_windows_alternate_abba() -> None:
     assert abba(3) == [(1, "empty"), (1, "full"), (2, "full"), (2, "empty"), (3, "empty"), (3, "full")]
+
+
+def test_tree_memory_counts_the_children_of_a_process() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in process_tree(os.getpid())
+        alone = tree_pss_mb(child.pid)
+        together = tree_pss_mb(os.getpid())
+        assert alone is not None and together is not None and together > alone
+    finally:
+        child.kill()
+        child.wait()
