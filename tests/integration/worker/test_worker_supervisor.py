@@ -9,6 +9,7 @@ import signal
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from taskyard_common.lifecycle import TaskStatus
@@ -18,6 +19,7 @@ from taskyard_devkit.readiness import wait_http_ok
 from tests.integration.worker.helpers import Harness
 from tests.integration.worker.test_worker_process import worker_env
 from tests.support.polling import eventually
+from tests.support.scrape import metric_sum
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -85,6 +87,13 @@ async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiti
         # The parent is the same process; a new main child serves the port again.
         assert service.proc.poll() is None
         await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        # ...with the whole pod's metrics: the re-run ended in a quarantine child (the task was in flight at
+        # the crash), and the dead child's task in flight is no longer counted.
+        async with httpx.AsyncClient() as client:
+            metrics = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+        assert metric_sum(metrics, "taskyard_tasks_finished_total", status="completed") == 1
+        assert metric_sum(metrics, "taskyard_tasks_in_flight") == 0
+        assert metric_sum(metrics, "taskyard_task_duration_seconds_count") == 1
 
         async def replaced() -> bool:
             now = children(service.proc.pid)

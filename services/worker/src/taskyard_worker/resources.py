@@ -17,6 +17,7 @@ from typing import Any
 
 import aiormq
 from aio_pika.abc import AbstractQueue, AbstractRobustChannel, AbstractRobustConnection
+from prometheus_client import REGISTRY
 
 from taskyard_common.amqp import Publisher, connect
 from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_catalog
@@ -26,6 +27,7 @@ from taskyard_common.health import HealthServer
 from taskyard_common.llm import ClientPool, settings_for
 from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.model_specs import fallback_chain
+from taskyard_common.pod_metrics import pod_registry
 from taskyard_common.service import ConfigurationError
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.budgets import BudgetStore
@@ -145,12 +147,14 @@ class WorkerResources:
         catalog: Catalog | None = None,
         owner: str | None = None,
         serve_health: bool = True,
+        metrics_dir: str | None = None,
     ) -> AsyncIterator[WorkerResources]:
         """Check the configuration, open everything, yield; on exit close what was opened, in reverse
         order: health first (stop advertising readiness), the store last. ``catalog``: the catalog now
         (None: read the file); ``owner``: the lease owner id (None: a new one, ``worker_owner``; a
         supervisor's child gets its own from the parent); ``serve_health``: False for a supervisor's
-        quarantine child (the main child serves the pod's health and metrics port)."""
+        quarantine child (the main child serves the pod's health and metrics port); ``metrics_dir``: the
+        supervisor's shared metrics directory (``pod_metrics``: ``/metrics`` serves every child's values)."""
         catalog, spec = load_spec(settings, specialist, catalog)
         async with AsyncExitStack() as stack:
             store = await PostgresTaskStore.open(settings.db)
@@ -220,7 +224,8 @@ class WorkerResources:
             health_settings = settings.health
             if not serve_health:
                 health_settings = health_settings.model_copy(update={"port": 0})
-            health = HealthServer(health_settings, ready)
+            registry = REGISTRY if metrics_dir is None else pod_registry(metrics_dir)
+            health = HealthServer(health_settings, ready, registry)
             await health.start()
             stack.push_async_callback(health.close)
             resources = cls(

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from taskyard_common.pod_metrics import process_ended
 from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore
 from taskyard_worker.supervision import Exit, Restart, Role, after_child_exit, stop_code, unready_streak
@@ -80,6 +81,7 @@ class Supervisor:
     roles: tuple[Role, ...]
     child_main: ChildMain
     db: DbSettings
+    metrics_dir: str | None = None  # ``pod_metrics.share_between_processes``: a dead child's gauges go
     children: dict[int, Child] = field(default_factory=dict)
     stopping: bool = False
     codes: list[int] = field(default_factory=list)
@@ -188,6 +190,8 @@ class Supervisor:
         if child.ready_fd >= 0:
             os.close(child.ready_fd)
         code = os.waitstatus_to_exitcode(status)
+        if self.metrics_dir is not None:
+            process_ended(pid, self.metrics_dir)
         slot = self._slots[child.slot]
         slot.unready_crashes = unready_streak(slot.unready_crashes, was_ready=child.ready)
         decision = after_child_exit(code, stopping=self.stopping, unready_crashes=slot.unready_crashes)
