@@ -106,3 +106,36 @@ async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiti
     assert code == 0, log
     assert f"main worker child {main} died (signal SIGKILL): restart #1" in log
     assert "ended 1 leases of the dead child" in log
+
+
+async def test_a_task_that_kills_its_quarantine_child_is_dead_lettered_without_another_run(
+    harness: Harness, catalog_path: Path, service_logs: Path
+) -> None:
+    # Every call hangs: the test kills the child under each (the main child, then the quarantine child).
+    await harness.script([{"delay_seconds": 120, "content": "never seen"}], repeat_last=True)
+    port = free_port()
+    settings = harness.settings
+    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
+    env["TASKYARD_WORKER_LEASE_SECONDS"] = str(LEASE_SECONDS)
+    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    try:
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        message = await harness.submit("Each call of this task kills its worker child.")
+        for calls in (1, 2):
+            await harness.wait_llm_calls(calls)
+            record = await harness.store.get(message.task_id)
+            assert record is not None and record.lease_owner is not None
+            os.kill(int(record.lease_owner.split(":")[1]), signal.SIGKILL)
+
+        async def dead_lettered() -> bool:
+            return await harness.bus.dead_letters() == 1
+
+        # Proven poison at its first crash in quarantine: not run a third time (before, it waited two
+        # leases, 1200 s here, and ran again).
+        await eventually(dead_lettered, timeout=30, what="the poison in the dead-letter queue")
+        assert len(await harness.llm_requests()) == 2
+    finally:
+        code = await asyncio.to_thread(service.stop)
+    log = service.log_tail(400)
+    assert code == 0, log
+    assert "proven poison, dead-lettered" in log

@@ -16,6 +16,11 @@ the poison; running them all again together lets the poison kill them again. Two
   concurrently. After ``SUSPECT_AFTER_CRASHES`` it is a suspect: it goes round a delay tier of a lease,
   then to the quarantine queue, where it runs alone at once; a crash there sends it round again.
 
+Under a supervisor whose quarantine children run nothing but one quarantine message each
+(``proven_poison``), a quarantine redelivery whose child is known dead (its supervisor ended the task's
+lease) crashed that child alone: proven poison, dead-lettered at once (rejected: reason ``rejected``) instead of
+run again. A poison message then costs two crashes: one among the healthy tasks, one alone in quarantine.
+
 A poison message therefore reaches the quarantine after two deliveries, an innocent one only when it was
 in flight on the same worker at both of the poison's runs; the messages of one crash draw one of the first
 ``SPREAD_TIERS`` delay tiers that last a lease, so that they do not all come back beside the poison. Past
@@ -174,3 +179,26 @@ def crashed_too_often(crashes: int, delivery_limit: int, *, supervised: bool = F
     """Whether a message that was in flight for ``crashes`` crashes is past its budget: it is then not run
     again but rejected until its queue's delivery limit dead-letters it."""
     return crashes >= crash_budget(delivery_limit, supervised=supervised)
+
+
+# Under a supervisor with quarantine children, how long a quarantine redelivery waits for the proof that its
+# child died (the supervisor ends the dead child's leases as soon as it reaps it, a fraction of a second; the
+# redelivery can come first), and how often it asks the store meanwhile.
+DEATH_PROOF_SECONDS = 3.0
+DEATH_PROOF_POLL_SECONDS = 0.1
+
+
+def quarantine_isolated(*, supervised: bool, quarantine_children: int, job_mode: bool) -> bool:
+    """Whether every quarantine consumer is a quarantine child of a supervisor (``supervision.child_roles``):
+    prefetch 1 and no other queue, so whatever crashed it was the one message it ran. Every worker of a
+    specialist is taken to run with the same settings (as ``supervised`` everywhere here)."""
+    return supervised and quarantine_children > 0 and not job_mode
+
+
+def proven_poison(*, isolated: bool, lease_left: float | None) -> bool:
+    """Whether a quarantine redelivery crashed its consumer alone: the consumers are ``isolated``
+    (``quarantine_isolated``) and its task's lease is over (``lease_left`` <= 0), which only the supervisor
+    of a dead child ends this early: a lease still held (the consumer lives and only its channel closed, or
+    a whole pod died and nobody ended its leases) or unknown proves nothing, and the message waits and runs
+    again as before (``quarantine_wait``)."""
+    return isolated and lease_left is not None and lease_left <= 0
