@@ -9,8 +9,11 @@ import signal
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import aio_pika
+import aiormq
 import httpx
 import pytest
+from aio_pika.abc import AbstractConnection
 
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_devkit.ports import free_port
@@ -50,6 +53,17 @@ def listener(port: int, pids: list[int]) -> int | None:
     return None
 
 
+async def exchange_exists(connection: AbstractConnection, name: str) -> bool:
+    """A passive declare, on a channel of its own (a missing exchange closes it: 404)."""
+    channel = await connection.channel()
+    try:
+        await channel.declare_exchange(name, passive=True)
+    except aiormq.exceptions.ChannelNotFoundEntity:
+        return False
+    await channel.close()
+    return True
+
+
 async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiting_for_its_lease(
     harness: Harness, catalog_path: Path, service_logs: Path
 ) -> None:
@@ -72,6 +86,10 @@ async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiti
         await harness.wait_llm_calls(1)
         first_owner = running.lease_owner
         assert first_owner is not None and f":{main}:" in first_owner
+        # The successor declares only its specialist's queues: an exchange it does not use, deleted now (the
+        # first children declared the whole topology), stays gone.
+        intake = harness.bus.topology.intake_exchange
+        await harness.bus.channel.exchange_delete(intake)
         os.kill(main, signal.SIGKILL)
 
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED, within=60)
@@ -100,6 +118,8 @@ async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiti
             return len(now) == 3 and main not in now
 
         await eventually(replaced, timeout=30, what="a new main child")
+        assert not await exchange_exists(harness.bus.connection, intake)
+        await harness.bus.channel.declare_exchange(intake, aio_pika.ExchangeType.DIRECT, durable=True)
     finally:
         code = await asyncio.to_thread(service.stop)
     log = service.log_tail(400)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import signal
 import sys
@@ -134,6 +135,9 @@ class ChildRun:
     owner: str | None = None
     on_ready: Callable[[], None] | None = None
     metrics_dir: str | None = None  # the supervisor's (``pod_metrics``); None: this process's metrics only
+    # A successor of a child that consumed: the topology is declared, only this specialist's queues are
+    # (``WorkerResources.open``), at its first start (a catalog change declares everything again).
+    topology_declared: bool = False
 
 
 @asynccontextmanager
@@ -153,6 +157,7 @@ async def running_worker(
         owner=child.owner,
         serve_health=child.role is not Role.QUARANTINE,
         metrics_dir=child.metrics_dir,
+        topology_declared=child.topology_declared,
     ) as resources:
         worker = Worker(resources, child.role)
         try:
@@ -215,6 +220,8 @@ async def follow_catalog(
             await _first(stop.wait(), _spec_changed(live, specialist, spec))
             continue
         async with running_worker(settings, specialist, catalog=catalog, child=child) as worker:
+            # The catalog may have changed since the topology was declared: a later start declares it all.
+            child = dataclasses.replace(child, topology_declared=False)
             waits = [stop.wait(), _spec_changed(live, specialist, spec)]
             if idle_limit is not None:
                 waits.append(worker.flights.until_idle(idle_limit))
@@ -303,8 +310,10 @@ def run_worker(settings: ServiceSettings, specialist: str) -> None:
     # merges (a quarantine child's tasks, a killed child's counts).
     metrics_dir = share_between_processes()
 
-    def child_main(role: Role, owner: str, on_ready: Callable[[], None]) -> int:
-        run = ChildRun(role=role, owner=owner, on_ready=on_ready, metrics_dir=metrics_dir)
+    def child_main(role: Role, owner: str, on_ready: Callable[[], None], successor: bool) -> int:
+        run = ChildRun(
+            role=role, owner=owner, on_ready=on_ready, metrics_dir=metrics_dir, topology_declared=successor
+        )
         try:
             return exit_code(lambda: asyncio.run(serve(settings, specialist, run)))
         except SystemExit as exc:

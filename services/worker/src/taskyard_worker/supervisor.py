@@ -42,8 +42,9 @@ from taskyard_worker.supervision import Exit, Restart, Role, after_child_exit, s
 
 log = logging.getLogger(__name__)
 
-# A child's body: (role, lease owner id, call once consuming) -> exit code.
-ChildMain = Callable[[Role, str, Callable[[], None]], int]
+# A child's body: (role, lease owner id, call once consuming, a child of this supervisor consumed before,
+# so the topology is declared) -> exit code.
+ChildMain = Callable[[Role, str, Callable[[], None], bool], int]
 _PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -87,6 +88,7 @@ class Supervisor:
     codes: list[int] = field(default_factory=list)
     _slots: list[_Slot] = field(default_factory=list)
     _wake: tuple[int, int] = (-1, -1)
+    _consumed: bool = False  # a child consumed: it had declared the topology (a successor need not)
     _pid: int = 0
 
     def run(self) -> int:
@@ -146,6 +148,7 @@ class Supervisor:
             os.close(fd)  # once is enough: a child consuming again (a catalog change) says nothing new
             child.ready_fd = -1
             child.ready = ready
+            self._consumed = self._consumed or ready
             if ready and child.crashed_at is not None:  # a warning as the death was: both or neither
                 log.warning(
                     "%s worker child %d consuming, %.2f s after its predecessor died",
@@ -170,7 +173,7 @@ class Supervisor:
 
             code = 1
             try:
-                code = self.child_main(role, owner_id(os.getpid(), token), ready)
+                code = self.child_main(role, owner_id(os.getpid(), token), ready, self._consumed)
             finally:
                 logging.shutdown()
                 with contextlib.suppress(Exception):
