@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.store.records import LEASE_ENDED_BY_SUPERVISOR
 from taskyard_worker.crashes import (
     CRASHES_HEADER,
     SPREAD_TIERS,
@@ -160,9 +161,11 @@ def test_a_quarantine_crash_proves_poison_only_with_isolated_children_and_the_le
     assert not quarantine_isolated(supervised=True, quarantine_children=0, job_mode=False)
     assert not quarantine_isolated(supervised=True, quarantine_children=2, job_mode=True)
     assert not quarantine_isolated(supervised=False, quarantine_children=2, job_mode=False)
-    assert proven_poison(isolated=True, lease_left=0)
-    assert proven_poison(isolated=True, lease_left=-3.5)
-    # Still held (the consumer lives, or a whole pod died and nobody ended it) or unknown: no proof.
-    assert not proven_poison(isolated=True, lease_left=0.5)
-    assert not proven_poison(isolated=True, lease_left=None)
-    assert not proven_poison(isolated=False, lease_left=0)
+    assert proven_poison(isolated=True, lease_expires_at=LEASE_ENDED_BY_SUPERVISOR)
+    # Ran out (a whole pod died, nobody ended it: its short lease can run out while the redelivery looks),
+    # still held (the consumer lives) or none: no proof.
+    now = datetime.now(UTC)
+    assert not proven_poison(isolated=True, lease_expires_at=now - timedelta(seconds=1))
+    assert not proven_poison(isolated=True, lease_expires_at=now + timedelta(seconds=5))
+    assert not proven_poison(isolated=True, lease_expires_at=None)
+    assert not proven_poison(isolated=False, lease_expires_at=LEASE_ENDED_BY_SUPERVISOR)

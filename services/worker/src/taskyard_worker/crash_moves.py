@@ -114,8 +114,9 @@ class CrashMoves:
 
     async def _killed_its_child(self, message: WorkMessage) -> bool:
         """Whether a quarantine redelivery is proven poison (``crashes.proven_poison``): asks the store until
-        the task's lease is over, for ``DEATH_PROOF_SECONDS`` at most (the supervisor ends it a moment after
-        the death that returned the message). Not proven when the store cannot say."""
+        a supervisor has ended the task's lease, for ``DEATH_PROOF_SECONDS`` at most while the lease is still
+        held (the supervisor ends it a moment after the death that returned the message). Not proven when
+        the lease ran out instead, or when the store cannot say."""
         settings = self._ctx.settings
         isolated = quarantine_isolated(
             supervised=settings.supervisor,
@@ -133,11 +134,11 @@ class CrashMoves:
                 return False
             if record is None or record.status is not TaskStatus.RUNNING:
                 return False  # not the task a dead child held: its start decides (a duplicate, ...)
-            left = lease_left(record.lease_expires_at, datetime.now(UTC))
-            if proven_poison(isolated=True, lease_left=left):
+            if proven_poison(isolated=True, lease_expires_at=record.lease_expires_at):
                 return True
-            if loop.time() >= deadline:
-                return False
+            left = lease_left(record.lease_expires_at, datetime.now(UTC))
+            if left is None or left <= 0 or loop.time() >= deadline:
+                return False  # ran out (nobody ended it: a whole pod died?), or still held: no proof
             await asyncio.sleep(DEATH_PROOF_POLL_SECONDS)
 
     async def _lease_of(self, message: WorkMessage) -> tuple[bool, float | None]:

@@ -18,7 +18,7 @@ the poison; running them all again together lets the poison kill them again. Two
 
 Under a supervisor whose quarantine children run nothing but one quarantine message each
 (``proven_poison``), a quarantine redelivery whose child is known dead (its supervisor ended the task's
-lease) crashed that child alone: proven poison, dead-lettered at once (rejected: reason ``rejected``) instead of
+lease, which then reads the epoch) crashed that child alone: proven poison, dead-lettered at once (rejected: reason ``rejected``) instead of
 run again. A poison message then costs two crashes: one among the healthy tasks, one alone in quarantine.
 
 A poison message therefore reaches the quarantine after two deliveries, an innocent one only when it was
@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.store.records import LEASE_ENDED_BY_SUPERVISOR
 from taskyard_common.topology import DELAY_TIERS
 
 # The AMQP header with the number of crashes the message was in flight for (absent: none).
@@ -195,10 +196,10 @@ def quarantine_isolated(*, supervised: bool, quarantine_children: int, job_mode:
     return supervised and quarantine_children > 0 and not job_mode
 
 
-def proven_poison(*, isolated: bool, lease_left: float | None) -> bool:
+def proven_poison(*, isolated: bool, lease_expires_at: datetime | None) -> bool:
     """Whether a quarantine redelivery crashed its consumer alone: the consumers are ``isolated``
-    (``quarantine_isolated``) and its task's lease is over (``lease_left`` <= 0), which only the supervisor
-    of a dead child ends this early: a lease still held (the consumer lives and only its channel closed, or
-    a whole pod died and nobody ended its leases) or unknown proves nothing, and the message waits and runs
+    (``quarantine_isolated``) and its task's lease was ended by the supervisor of a dead child
+    (``LEASE_ENDED_BY_SUPERVISOR``). A lease still held (the consumer lives and only its channel closed), one
+    that ran out (a whole pod died and nobody ended it) or none proves nothing: the message waits and runs
     again as before (``quarantine_wait``)."""
-    return isolated and lease_left is not None and lease_left <= 0
+    return isolated and lease_expires_at == LEASE_ENDED_BY_SUPERVISOR
