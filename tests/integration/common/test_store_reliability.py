@@ -8,6 +8,7 @@ import pytest
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import RoutingDecision, RoutingMethod, Usage
 from taskyard_common.store import NewTask, StartOutcome
+from taskyard_common.store.records import LEASE_ENDED_BY_SUPERVISOR
 
 pytestmark = pytest.mark.integration
 
@@ -63,6 +64,8 @@ async def test_a_dead_owners_leases_are_ended_and_the_next_start_takes_its_task_
     assert await store.expire_leases("dead") == 0, "already over: nothing to end"
     ended = await store.get(dead)
     assert ended.status is TaskStatus.RUNNING and ended.lease_owner == "dead"
+    # Ended, not run out: it reads the epoch (the worker's crash routing tells a proven poison task by it).
+    assert ended.lease_expires_at == LEASE_ENDED_BY_SUPERVISOR
     assert (
         await store.start(dead, owner="next", lease_seconds=600, attempt=1)
     ).outcome is StartOutcome.STARTED

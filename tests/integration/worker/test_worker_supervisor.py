@@ -9,7 +9,11 @@ import signal
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import aio_pika
+import aiormq
+import httpx
 import pytest
+from aio_pika.abc import AbstractConnection
 
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_devkit.ports import free_port
@@ -18,6 +22,7 @@ from taskyard_devkit.readiness import wait_http_ok
 from tests.integration.worker.helpers import Harness
 from tests.integration.worker.test_worker_process import worker_env
 from tests.support.polling import eventually
+from tests.support.scrape import metric_sum
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -48,6 +53,17 @@ def listener(port: int, pids: list[int]) -> int | None:
     return None
 
 
+async def exchange_exists(connection: AbstractConnection, name: str) -> bool:
+    """A passive declare, on a channel of its own (a missing exchange closes it: 404)."""
+    channel = await connection.channel()
+    try:
+        await channel.declare_exchange(name, passive=True)
+    except aiormq.exceptions.ChannelNotFoundEntity:
+        return False
+    await channel.close()
+    return True
+
+
 async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiting_for_its_lease(
     harness: Harness, catalog_path: Path, service_logs: Path
 ) -> None:
@@ -70,6 +86,10 @@ async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiti
         await harness.wait_llm_calls(1)
         first_owner = running.lease_owner
         assert first_owner is not None and f":{main}:" in first_owner
+        # The successor declares only its specialist's queues: an exchange it does not use, deleted now (the
+        # first children declared the whole topology), stays gone.
+        intake = harness.bus.topology.intake_exchange
+        await harness.bus.channel.exchange_delete(intake)
         os.kill(main, signal.SIGKILL)
 
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED, within=60)
@@ -85,15 +105,57 @@ async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiti
         # The parent is the same process; a new main child serves the port again.
         assert service.proc.poll() is None
         await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        # ...with the whole pod's metrics: the re-run ended in a quarantine child (the task was in flight at
+        # the crash), and the dead child's task in flight is no longer counted.
+        async with httpx.AsyncClient() as client:
+            metrics = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+        assert metric_sum(metrics, "taskyard_tasks_finished_total", status="completed") == 1
+        assert metric_sum(metrics, "taskyard_tasks_in_flight") == 0
+        assert metric_sum(metrics, "taskyard_task_duration_seconds_count") == 1
 
         async def replaced() -> bool:
             now = children(service.proc.pid)
             return len(now) == 3 and main not in now
 
         await eventually(replaced, timeout=30, what="a new main child")
+        assert not await exchange_exists(harness.bus.connection, intake)
+        await harness.bus.channel.declare_exchange(intake, aio_pika.ExchangeType.DIRECT, durable=True)
     finally:
         code = await asyncio.to_thread(service.stop)
     log = service.log_tail(400)
     assert code == 0, log
     assert f"main worker child {main} died (signal SIGKILL): restart #1" in log
     assert "ended 1 leases of the dead child" in log
+
+
+async def test_a_task_that_kills_its_quarantine_child_is_dead_lettered_without_another_run(
+    harness: Harness, catalog_path: Path, service_logs: Path
+) -> None:
+    # Every call hangs: the test kills the child under each (the main child, then the quarantine child).
+    await harness.script([{"delay_seconds": 120, "content": "never seen"}], repeat_last=True)
+    port = free_port()
+    settings = harness.settings
+    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
+    env["TASKYARD_WORKER_LEASE_SECONDS"] = str(LEASE_SECONDS)
+    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    try:
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        message = await harness.submit("Each call of this task kills its worker child.")
+        for calls in (1, 2):
+            await harness.wait_llm_calls(calls)
+            record = await harness.store.get(message.task_id)
+            assert record is not None and record.lease_owner is not None
+            os.kill(int(record.lease_owner.split(":")[1]), signal.SIGKILL)
+
+        async def dead_lettered() -> bool:
+            return await harness.bus.dead_letters() == 1
+
+        # Proven poison at its first crash in quarantine: not run a third time (before, it waited two
+        # leases, 1200 s here, and ran again).
+        await eventually(dead_lettered, timeout=30, what="the poison in the dead-letter queue")
+        assert len(await harness.llm_requests()) == 2
+    finally:
+        code = await asyncio.to_thread(service.stop)
+    log = service.log_tail(400)
+    assert code == 0, log
+    assert "proven poison, dead-lettered" in log

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.store.records import LEASE_ENDED_BY_SUPERVISOR
 from taskyard_worker.crashes import (
     CRASHES_HEADER,
     SPREAD_TIERS,
@@ -22,6 +23,8 @@ from taskyard_worker.crashes import (
     crashes_of,
     lease_left,
     lease_wait,
+    proven_poison,
+    quarantine_isolated,
     quarantine_wait,
     started_before,
     suspect_after,
@@ -151,3 +154,18 @@ def test_a_message_that_crashed_alone_in_quarantine_waits_longer_each_time_under
     assert [quarantine_wait(c, 3, supervised=True) for c in (2, 3, 4)] == [6, 12, 24]
     # Without a supervisor a lease, for the dead worker's lease to run out.
     assert quarantine_wait(3, 30, supervised=False) == 30
+
+
+def test_a_quarantine_crash_proves_poison_only_with_isolated_children_and_the_lease_ended() -> None:
+    assert quarantine_isolated(supervised=True, quarantine_children=2, job_mode=False)
+    assert not quarantine_isolated(supervised=True, quarantine_children=0, job_mode=False)
+    assert not quarantine_isolated(supervised=True, quarantine_children=2, job_mode=True)
+    assert not quarantine_isolated(supervised=False, quarantine_children=2, job_mode=False)
+    assert proven_poison(isolated=True, lease_expires_at=LEASE_ENDED_BY_SUPERVISOR)
+    # Ran out (a whole pod died, nobody ended it: its short lease can run out while the redelivery looks),
+    # still held (the consumer lives) or none: no proof.
+    now = datetime.now(UTC)
+    assert not proven_poison(isolated=True, lease_expires_at=now - timedelta(seconds=1))
+    assert not proven_poison(isolated=True, lease_expires_at=now + timedelta(seconds=5))
+    assert not proven_poison(isolated=True, lease_expires_at=None)
+    assert not proven_poison(isolated=False, lease_expires_at=LEASE_ENDED_BY_SUPERVISOR)

@@ -11,7 +11,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 from taskyard_common.settings import HealthSettings
 
@@ -21,9 +21,13 @@ ReadyCheck = Callable[[], Awaitable[bool]]
 
 
 class HealthServer:
-    def __init__(self, settings: HealthSettings, ready: ReadyCheck) -> None:
+    def __init__(
+        self, settings: HealthSettings, ready: ReadyCheck, registry: CollectorRegistry = REGISTRY
+    ) -> None:
+        """``registry``: what ``/metrics`` serves (a worker's main child: its pod's processes merged)."""
         self._settings = settings
         self._ready = ready
+        self._registry = registry
         self._server: asyncio.Server | None = None
 
     @property
@@ -82,5 +86,5 @@ class HealthServer:
                 else ("503 Service Unavailable", "text/plain", b"not ready\n")
             )
         if path == "/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, generate_latest()
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self._registry)
         return "404 Not Found", "text/plain", b"not found\n"

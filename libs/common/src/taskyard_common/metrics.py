@@ -1,7 +1,9 @@
 """Every taskyard metric, defined once: ``taskyard_`` prefix, base units, bounded labels (never task ids).
 
-One process per pod, so no multiprocess mode. Services pre-initialise the label sets they will use, so a
-dashboard shows zeros instead of gaps.
+Services pre-initialise the label sets they will use, so a dashboard shows zeros instead of gaps. A worker
+under its supervisor runs in several processes and merges them in prometheus_client's multiprocess mode
+(``pod_metrics.py``): a gauge a worker sets says there how its processes' values combine
+(``multiprocess_mode``, ignored by a single process).
 """
 
 from __future__ import annotations
@@ -149,7 +151,13 @@ TASK_START_DEFERRALS = Counter(
     "(tenant_max_running, fair_share, leased, not_routed, in_flight, store_unavailable)",
     ["specialist", "reason"],
 )
-TASKS_IN_FLIGHT = Gauge("taskyard_tasks_in_flight", "Task attempts running in this worker", ["specialist"])
+# livesum: the pod's worker children together, a dead child's share gone with it.
+TASKS_IN_FLIGHT = Gauge(
+    "taskyard_tasks_in_flight",
+    "Task attempts running in this worker",
+    ["specialist"],
+    multiprocess_mode="livesum",
+)
 ROUTING_DURATION = Histogram(
     "taskyard_routing_duration_seconds",
     "Time the broker agent took to decide where a task goes",

@@ -81,6 +81,16 @@ class DevLlm:
             body = response.json()
             return body["calls"], body["answers"]
 
+    async def watch_conversations(
+        self, model: str, client: httpx.AsyncClient
+    ) -> tuple[dict[str, int], dict[str, str]]:
+        """(calls, callers) per conversation of ``model`` in one request, on the caller's ``client``: for a
+        loop that asks many times a second (a new client builds an SSL context, about 25 ms of CPU here)."""
+        response = await client.get(f"{self.root}/_control/conversations/{model}")
+        response.raise_for_status()
+        body = response.json()
+        return body["calls"], body["callers"]
+
     async def callers(self, model: str) -> dict[str, str]:
         """The client address ("host:port") of each conversation's latest call: which process asked."""
         async with httpx.AsyncClient() as client:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import signal
 import sys
@@ -32,6 +33,8 @@ from taskyard_common.llm import make_client
 from taskyard_common.messages import ControlMessage, WorkMessage
 from taskyard_common.metrics import init_failover_labels, init_llm_labels, init_worker_labels
 from taskyard_common.model_specs import fallback_chain
+from taskyard_common.pod_metrics import remove as remove_metrics_dir
+from taskyard_common.pod_metrics import share_between_processes
 from taskyard_common.service import exit_code, run_service
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.control import ControlHandler
@@ -131,6 +134,10 @@ class ChildRun:
     role: Role = Role.ALL
     owner: str | None = None
     on_ready: Callable[[], None] | None = None
+    metrics_dir: str | None = None  # the supervisor's (``pod_metrics``); None: this process's metrics only
+    # A successor of a child that consumed: the topology is declared, only this specialist's queues are
+    # (``WorkerResources.open``), at its first start (a catalog change declares everything again).
+    topology_declared: bool = False
 
 
 @asynccontextmanager
@@ -149,6 +156,8 @@ async def running_worker(
         catalog=catalog,
         owner=child.owner,
         serve_health=child.role is not Role.QUARANTINE,
+        metrics_dir=child.metrics_dir,
+        topology_declared=child.topology_declared,
     ) as resources:
         worker = Worker(resources, child.role)
         try:
@@ -211,6 +220,8 @@ async def follow_catalog(
             await _first(stop.wait(), _spec_changed(live, specialist, spec))
             continue
         async with running_worker(settings, specialist, catalog=catalog, child=child) as worker:
+            # The catalog may have changed since the topology was declared: a later start declares it all.
+            child = dataclasses.replace(child, topology_declared=False)
             waits = [stop.wait(), _spec_changed(live, specialist, spec)]
             if idle_limit is not None:
                 waits.append(worker.flights.until_idle(idle_limit))
@@ -295,9 +306,14 @@ def run_worker(settings: ServiceSettings, specialist: str) -> None:
     # Warm: building an LLM client imports its HTTP stack lazily (a third of a second of a child's start);
     # this one opens nothing and is dropped.
     make_client(settings.llm)
+    # Before the first fork and the first metric change: every child's metrics in files the main child
+    # merges (a quarantine child's tasks, a killed child's counts).
+    metrics_dir = share_between_processes()
 
-    def child_main(role: Role, owner: str, on_ready: Callable[[], None]) -> int:
-        run = ChildRun(role=role, owner=owner, on_ready=on_ready)
+    def child_main(role: Role, owner: str, on_ready: Callable[[], None], successor: bool) -> int:
+        run = ChildRun(
+            role=role, owner=owner, on_ready=on_ready, metrics_dir=metrics_dir, topology_declared=successor
+        )
         try:
             return exit_code(lambda: asyncio.run(serve(settings, specialist, run)))
         except SystemExit as exc:
@@ -308,8 +324,11 @@ def run_worker(settings: ServiceSettings, specialist: str) -> None:
 
     job_mode = settings.worker.exit_when_idle_seconds is not None
     roles = child_roles(job_mode=job_mode, quarantine_children=settings.worker.quarantine_children)
-    supervisor = Supervisor(roles, child_main, settings.db)
-    code = supervisor.run()
+    supervisor = Supervisor(roles, child_main, settings.db, metrics_dir=metrics_dir)
+    try:
+        code = supervisor.run()
+    finally:
+        remove_metrics_dir(metrics_dir)
     if code != 0:
         sys.exit(code)
 

@@ -1,6 +1,7 @@
 """Carries out what ``crashes.py`` decides for a delivery that a crash concerns: a redelivery from the main
 queue (re-run, round again, or a suspect), a suspect back from its wait (to quarantine), a quarantine
-redelivery (round a delay tier first, or refused past the crash budget).
+redelivery (dead-lettered when it is proven poison, else round a delay tier first, or refused past the crash
+budget).
 
 No delivery ever waits here, and none waits in the quarantine queue for a dead worker's lease: a suspect
 and a message that crashed in quarantine first go round a delay tier of a lease through the main queue,
@@ -10,22 +11,28 @@ one slot per worker for a lease, and the healthy suspects behind it are not seri
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
 from typing import Protocol
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from taskyard_common.errors import StoreUnavailable, TransientError
+from taskyard_common.errors import PermanentError, StoreUnavailable, TransientError
+from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import WorkMessage
 from taskyard_common.metrics import MESSAGES_QUARANTINED
 from taskyard_worker.context import WorkerContext
 from taskyard_worker.crashes import (
+    DEATH_PROOF_POLL_SECONDS,
+    DEATH_PROOF_SECONDS,
     Isolate,
     after_crash,
     crashed_too_often,
     crashes_of,
     lease_left,
+    proven_poison,
+    quarantine_isolated,
     quarantine_wait,
     started_before,
     suspect_after,
@@ -73,6 +80,12 @@ class CrashMoves:
                     f"task {message.task_id} was in flight for {crashes} worker crashes: not run again,"
                     " requeued until the quarantine queue's delivery limit dead-letters it"
                 )
+            if redelivered and await self._killed_its_child(message):
+                self._ctx.count("proven_poison")
+                raise PermanentError(
+                    f"task {message.task_id} crashed its quarantine worker child, where it ran alone"
+                    f" (in flight for {crashes} worker crashes): proven poison, dead-lettered"
+                )
             if redelivered:
                 # Crashed in quarantine, where it ran alone: round a delay tier (``quarantine_wait``), then
                 # back (below).
@@ -98,6 +111,35 @@ class CrashMoves:
     @property
     def _supervised(self) -> bool:
         return self._ctx.settings.supervisor
+
+    async def _killed_its_child(self, message: WorkMessage) -> bool:
+        """Whether a quarantine redelivery is proven poison (``crashes.proven_poison``): asks the store until
+        a supervisor has ended the task's lease, for ``DEATH_PROOF_SECONDS`` at most while the lease is still
+        held (the supervisor ends it a moment after the death that returned the message). Not proven when
+        the lease ran out instead, or when the store cannot say."""
+        settings = self._ctx.settings
+        isolated = quarantine_isolated(
+            supervised=settings.supervisor,
+            quarantine_children=settings.quarantine_children,
+            job_mode=settings.exit_when_idle_seconds is not None,
+        )
+        if not isolated:
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEATH_PROOF_SECONDS
+        while True:
+            try:
+                record = await self._ctx.store.get(message.task_id)
+            except StoreUnavailable:
+                return False
+            if record is None or record.status is not TaskStatus.RUNNING:
+                return False  # not the task a dead child held: its start decides (a duplicate, ...)
+            if proven_poison(isolated=True, lease_expires_at=record.lease_expires_at):
+                return True
+            left = lease_left(record.lease_expires_at, datetime.now(UTC))
+            if left is None or left <= 0 or loop.time() >= deadline:
+                return False  # ran out (nobody ended it: a whole pod died?), or still held: no proof
+            await asyncio.sleep(DEATH_PROOF_POLL_SECONDS)
 
     async def _lease_of(self, message: WorkMessage) -> tuple[bool, float | None]:
         """Whether the task of a redelivered message was started (crashes.py), and the seconds left of its

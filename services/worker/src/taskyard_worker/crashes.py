@@ -16,6 +16,11 @@ the poison; running them all again together lets the poison kill them again. Two
   concurrently. After ``SUSPECT_AFTER_CRASHES`` it is a suspect: it goes round a delay tier of a lease,
   then to the quarantine queue, where it runs alone at once; a crash there sends it round again.
 
+Under a supervisor whose quarantine children run nothing but one quarantine message each
+(``proven_poison``), a quarantine redelivery whose child is known dead (its supervisor ended the task's
+lease, which then reads the epoch) crashed that child alone: proven poison, dead-lettered at once (rejected: reason ``rejected``) instead of
+run again. A poison message then costs two crashes: one among the healthy tasks, one alone in quarantine.
+
 A poison message therefore reaches the quarantine after two deliveries, an innocent one only when it was
 in flight on the same worker at both of the poison's runs; the messages of one crash draw one of the first
 ``SPREAD_TIERS`` delay tiers that last a lease, so that they do not all come back beside the poison. Past
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.store.records import LEASE_ENDED_BY_SUPERVISOR
 from taskyard_common.topology import DELAY_TIERS
 
 # The AMQP header with the number of crashes the message was in flight for (absent: none).
@@ -174,3 +180,26 @@ def crashed_too_often(crashes: int, delivery_limit: int, *, supervised: bool = F
     """Whether a message that was in flight for ``crashes`` crashes is past its budget: it is then not run
     again but rejected until its queue's delivery limit dead-letters it."""
     return crashes >= crash_budget(delivery_limit, supervised=supervised)
+
+
+# Under a supervisor with quarantine children, how long a quarantine redelivery waits for the proof that its
+# child died (the supervisor ends the dead child's leases as soon as it reaps it, a fraction of a second; the
+# redelivery can come first), and how often it asks the store meanwhile.
+DEATH_PROOF_SECONDS = 3.0
+DEATH_PROOF_POLL_SECONDS = 0.1
+
+
+def quarantine_isolated(*, supervised: bool, quarantine_children: int, job_mode: bool) -> bool:
+    """Whether every quarantine consumer is a quarantine child of a supervisor (``supervision.child_roles``):
+    prefetch 1 and no other queue, so whatever crashed it was the one message it ran. Every worker of a
+    specialist is taken to run with the same settings (as ``supervised`` everywhere here)."""
+    return supervised and quarantine_children > 0 and not job_mode
+
+
+def proven_poison(*, isolated: bool, lease_expires_at: datetime | None) -> bool:
+    """Whether a quarantine redelivery crashed its consumer alone: the consumers are ``isolated``
+    (``quarantine_isolated``) and its task's lease was ended by the supervisor of a dead child
+    (``LEASE_ENDED_BY_SUPERVISOR``). A lease still held (the consumer lives and only its channel closed), one
+    that ran out (a whole pod died and nobody ended it) or none proves nothing: the message waits and runs
+    again as before (``quarantine_wait``)."""
+    return isolated and lease_expires_at == LEASE_ENDED_BY_SUPERVISOR

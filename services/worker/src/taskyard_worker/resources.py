@@ -17,6 +17,7 @@ from typing import Any
 
 import aiormq
 from aio_pika.abc import AbstractQueue, AbstractRobustChannel, AbstractRobustConnection
+from prometheus_client import REGISTRY
 
 from taskyard_common.amqp import Publisher, connect
 from taskyard_common.catalog import Catalog, CatalogError, SpecialistSpec, load_catalog
@@ -26,11 +27,12 @@ from taskyard_common.health import HealthServer
 from taskyard_common.llm import ClientPool, settings_for
 from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.model_specs import fallback_chain
+from taskyard_common.pod_metrics import pod_registry
 from taskyard_common.service import ConfigurationError
 from taskyard_common.store import PostgresTaskStore, TaskStore
 from taskyard_common.store.budgets import BudgetStore
 from taskyard_common.store.rate_limits import RateLimitStore
-from taskyard_common.topology import Topology, declare, work_queue_arguments
+from taskyard_common.topology import Topology, declare, declare_specialist, work_queue_arguments
 from taskyard_worker.settings import ServiceSettings
 from taskyard_worker.tools import ToolRegistry, UnknownToolError
 from taskyard_worker.tools.registry import check_tool_names
@@ -145,12 +147,18 @@ class WorkerResources:
         catalog: Catalog | None = None,
         owner: str | None = None,
         serve_health: bool = True,
+        metrics_dir: str | None = None,
+        topology_declared: bool = False,
     ) -> AsyncIterator[WorkerResources]:
         """Check the configuration, open everything, yield; on exit close what was opened, in reverse
         order: health first (stop advertising readiness), the store last. ``catalog``: the catalog now
         (None: read the file); ``owner``: the lease owner id (None: a new one, ``worker_owner``; a
         supervisor's child gets its own from the parent); ``serve_health``: False for a supervisor's
-        quarantine child (the main child serves the pod's health and metrics port)."""
+        quarantine child (the main child serves the pod's health and metrics port); ``metrics_dir``: the
+        supervisor's shared metrics directory (``pod_metrics``: ``/metrics`` serves every child's values);
+        ``topology_declared``: a supervisor's child that consumed before declared the whole topology, so this
+        one declares only its specialist's queues (a poison task's kills fork many children, each of which
+        declared every queue of the catalog again, on a CPU the other services need)."""
         catalog, spec = load_spec(settings, specialist, catalog)
         async with AsyncExitStack() as stack:
             store = await PostgresTaskStore.open(settings.db)
@@ -166,8 +174,11 @@ class WorkerResources:
             job_mode = settings.worker.exit_when_idle_seconds is not None
             await main_channel.set_qos(prefetch_count=level_prefetch(spec.concurrency, job_mode=job_mode))
             topology = Topology(settings.amqp.prefix)
-            declared = await declare(main_channel, topology, catalog.names, settings.amqp)
-            main_queues = tuple(declared.queues[name] for name in topology.specialist_queues(spec.name))
+            if topology_declared:
+                queues = await declare_specialist(main_channel, topology, spec.name, settings.amqp)
+            else:
+                queues = (await declare(main_channel, topology, catalog.names, settings.amqp)).queues
+            main_queues = tuple(queues[name] for name in topology.specialist_queues(spec.name))
             # Quarantined messages run one at a time: a poison one kills only itself there.
             quarantine_channel = await connection.channel()
             await quarantine_channel.set_qos(prefetch_count=1)
@@ -220,7 +231,8 @@ class WorkerResources:
             health_settings = settings.health
             if not serve_health:
                 health_settings = health_settings.model_copy(update={"port": 0})
-            health = HealthServer(health_settings, ready)
+            registry = REGISTRY if metrics_dir is None else pod_registry(metrics_dir)
+            health = HealthServer(health_settings, ready, registry)
             await health.start()
             stack.push_async_callback(health.close)
             resources = cls(

@@ -73,9 +73,9 @@ class WorkerSettings(BaseSettings):
     supervisor: bool = True
     # Under a supervisor, how many children consume the quarantine queue, one suspect each at a time: the
     # suspects of a crash (every task it found in flight, healthy most of them) wait behind each other there.
-    # Only the main child serves metrics: what quarantine children run is in the logs and task histories.
-    # 0: the main child consumes the quarantine queue too (every metric on its port; a poison task's crash
-    # in quarantine then takes the main child's running tasks with it).
+    # The main child serves the metrics of them all (``pod_metrics``).
+    # 0: the main child consumes the quarantine queue too (a poison task's crash in quarantine then takes
+    # the main child's running tasks with it).
     quarantine_children: int = Field(default=2, ge=0, le=16)
     # Job mode (a KEDA ScaledJob): stop gracefully and exit 0 once nothing was in flight and nothing was
     # delivered for this long, so the Job completes. None: run until SIGTERM. ``--exit-when-idle`` wins.

@@ -35,14 +35,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from taskyard_common.pod_metrics import process_ended
 from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore
 from taskyard_worker.supervision import Exit, Restart, Role, after_child_exit, stop_code, unready_streak
 
 log = logging.getLogger(__name__)
 
-# A child's body: (role, lease owner id, call once consuming) -> exit code.
-ChildMain = Callable[[Role, str, Callable[[], None]], int]
+# A child's body: (role, lease owner id, call once consuming, a child of this supervisor consumed before,
+# so the topology is declared) -> exit code.
+ChildMain = Callable[[Role, str, Callable[[], None], bool], int]
 _PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -80,11 +82,13 @@ class Supervisor:
     roles: tuple[Role, ...]
     child_main: ChildMain
     db: DbSettings
+    metrics_dir: str | None = None  # ``pod_metrics.share_between_processes``: a dead child's gauges go
     children: dict[int, Child] = field(default_factory=dict)
     stopping: bool = False
     codes: list[int] = field(default_factory=list)
     _slots: list[_Slot] = field(default_factory=list)
     _wake: tuple[int, int] = (-1, -1)
+    _consumed: bool = False  # a child consumed: it had declared the topology (a successor need not)
     _pid: int = 0
 
     def run(self) -> int:
@@ -144,6 +148,7 @@ class Supervisor:
             os.close(fd)  # once is enough: a child consuming again (a catalog change) says nothing new
             child.ready_fd = -1
             child.ready = ready
+            self._consumed = self._consumed or ready
             if ready and child.crashed_at is not None:  # a warning as the death was: both or neither
                 log.warning(
                     "%s worker child %d consuming, %.2f s after its predecessor died",
@@ -168,7 +173,7 @@ class Supervisor:
 
             code = 1
             try:
-                code = self.child_main(role, owner_id(os.getpid(), token), ready)
+                code = self.child_main(role, owner_id(os.getpid(), token), ready, self._consumed)
             finally:
                 logging.shutdown()
                 with contextlib.suppress(Exception):
@@ -188,6 +193,8 @@ class Supervisor:
         if child.ready_fd >= 0:
             os.close(child.ready_fd)
         code = os.waitstatus_to_exitcode(status)
+        if self.metrics_dir is not None:
+            process_ended(pid, self.metrics_dir)
         slot = self._slots[child.slot]
         slot.unready_crashes = unready_streak(slot.unready_crashes, was_ready=child.ready)
         decision = after_child_exit(code, stopping=self.stopping, unready_crashes=slot.unready_crashes)

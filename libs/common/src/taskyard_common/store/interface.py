@@ -204,7 +204,8 @@ class TaskStore(Protocol):
     async def expire_leases(self, owner: str) -> int:
         """End every lease ``owner`` holds now (its process is known to be dead: a worker's supervisor saw it
         die), so that the next start of each task takes it over without waiting; the tasks stay running.
-        Returns how many leases were ended."""
+        Each lease then ends at ``LEASE_ENDED_BY_SUPERVISOR`` (the epoch), which tells a lease known dead
+        from one that ran out. Returns how many leases were ended."""
         ...
 
     async def append_attempt_log(self, task_id: UUID, owner: str, entry: dict[str, Any]) -> bool:

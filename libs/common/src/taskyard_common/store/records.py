@@ -6,7 +6,7 @@ Plain data, no database: the services and the store's interface share them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 from uuid import UUID
@@ -19,6 +19,9 @@ from taskyard_common.task_errors import TaskError
 
 # The tenant of every task written without authentication (and of the rows older than tenants).
 DEFAULT_TENANT = "default"
+# When a lease that a worker's supervisor ended ends (``TaskStore.expire_leases``: its holder is known dead):
+# the epoch, which no lease that ran out has.
+LEASE_ENDED_BY_SUPERVISOR = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class NewTask(BaseModel):

@@ -63,8 +63,10 @@ HEARTBEAT = (
 )
 # A dead worker's leases, ended now (not dropped: the task stays running under the dead owner, so a
 # redelivery of its message still counts the crash, and the next start takes it over at once).
+# The epoch, not now: a lease ended because its holder is known dead reads differently from one that ran out
+# (``records.LEASE_ENDED_BY_SUPERVISOR``; the worker's crash routing tells a proven poison task by it).
 EXPIRE_LEASES_OF = (
-    "UPDATE tasks SET lease_expires_at = clock_timestamp() WHERE status = 'running' AND lease_owner = $1"
+    "UPDATE tasks SET lease_expires_at = to_timestamp(0) WHERE status = 'running' AND lease_owner = $1"
     " AND lease_expires_at > clock_timestamp() RETURNING id"
 )
 # Not an event: the message of a long task is acked early (the lease protects it from now on).
