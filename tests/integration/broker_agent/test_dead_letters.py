@@ -9,6 +9,7 @@ import aio_pika
 import pytest
 from prometheus_client import REGISTRY
 
+from taskyard_broker_agent.dead_letters.returns import MAX_RETURNS
 from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import Usage, WorkMessage
 from taskyard_common.task_errors import TaskErrorType, task_error
@@ -47,30 +48,58 @@ async def test_rejected_work_message_is_recorded(run_agent, bus, routed_task, st
     assert await bus.depth(bus.topology.dead_letter_queue) == 0
 
 
-async def test_redelivered_past_the_delivery_limit(run_agent, bus, routed_task, store, amqp_settings):
+async def _reject_until_dead_lettered(bus, store, queue_name: str, task_id) -> int:
+    """A worker that fails on the message every time: each reject with requeue counts one delivery."""
+    queue = await bus.queue(queue_name)
+    deliveries = 0
+
+    async def poisoned() -> bool:
+        nonlocal deliveries
+        message = await queue.get(fail=False)
+        if message is not None:
+            deliveries += 1
+            await message.reject(requeue=True)
+        return await status_is(store, task_id, TaskStatus.DEAD_LETTERED)()
+
+    await eventually(poisoned, timeout=60, what="the delivery limit to dead-letter the message")
+    return deliveries
+
+
+async def test_redelivered_past_the_delivery_limit_its_task_never_started(
+    run_agent, bus, routed_task, store, amqp_settings
+):
+    # Workers that died holding it, never starting its task: it goes back to its queue MAX_RETURNS times
+    # (a fresh copy, the returns counted in a header), then it is dead-lettered as before.
     work = await routed_task("researcher")
     queue_name = bus.topology.specialist_queue("researcher")
     before = counter("taskyard_dead_letters_total", reason="delivery_limit")
+    returned = counter("taskyard_dead_letters_returned_total")
     async with run_agent():
         await bus.send_work(work)
-        queue = await bus.queue(queue_name)
-        deliveries = 0
-
-        async def poisoned() -> bool:
-            # A worker that fails on it every time: each reject with requeue counts one delivery.
-            nonlocal deliveries
-            message = await queue.get(fail=False)
-            if message is not None:
-                deliveries += 1
-                await message.reject(requeue=True)
-            return await status_is(store, work.task_id, TaskStatus.DEAD_LETTERED)()
-
-        await eventually(poisoned, timeout=20, what="the delivery limit to dead-letter the message")
-    assert deliveries == amqp_settings.delivery_limit + 1
+        deliveries = await _reject_until_dead_lettered(bus, store, queue_name, work.task_id)
+    assert deliveries == (amqp_settings.delivery_limit + 1) * (MAX_RETURNS + 1)
+    assert counter("taskyard_dead_letters_returned_total") == returned + MAX_RETURNS
     letter = await store.get_dead_letter(work.task_id)
     assert (letter.reason, letter.queue, letter.specialist) == ("delivery_limit", queue_name, "researcher")
     assert letter.deaths[0]["reason"] == "delivery_limit"
     assert counter("taskyard_dead_letters_total", reason="delivery_limit") == before + 1
+
+
+async def test_redelivered_past_the_delivery_limit_its_task_started(
+    run_agent, bus, routed_task, store, amqp_settings
+):
+    # A task that started (a poison that kills its worker once running): dead-lettered at the first limit.
+    work = await routed_task("researcher")
+    queue_name = bus.topology.specialist_queue("researcher")
+    returned = counter("taskyard_dead_letters_returned_total")
+    await store.start(work.task_id, owner="worker-1", lease_seconds=600, attempt=1)
+    async with run_agent():
+        await bus.send_work(work)
+        deliveries = await _reject_until_dead_lettered(bus, store, queue_name, work.task_id)
+    assert deliveries == amqp_settings.delivery_limit + 1
+    assert counter("taskyard_dead_letters_returned_total") == returned
+    letter = await store.get_dead_letter(work.task_id)
+    assert letter.reason == "delivery_limit"
 
 
 async def test_expired_message_is_recorded(run_agent, bus, routed_task, store):

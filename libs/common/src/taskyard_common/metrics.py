@@ -90,6 +90,11 @@ DEAD_LETTERS = Counter(
     "Dead letters seen by the broker agent (dead-letter queue and expired leases), by reason",
     ["reason"],
 )
+DEAD_LETTERS_RETURNED = Counter(
+    "taskyard_dead_letters_returned_total",
+    "Work messages dead-lettered past the delivery limit with their task never started, sent back to the"
+    " work queue by the broker agent (dead_letters/returns.py)",
+)
 INTAKE_RETRIES = Counter(
     "taskyard_intake_retries_total", "Intake messages sent through a delay queue after a transient failure"
 )

@@ -18,11 +18,16 @@ import logging
 
 import aiormq
 from aio_pika.abc import AbstractIncomingMessage
+from pydantic import ValidationError
 
 from taskyard_broker_agent.context import AgentContext
-from taskyard_broker_agent.dead_letters.parsing import parse_dead_letter
+from taskyard_broker_agent.dead_letters.parsing import DeadLetter, parse_dead_letter
+from taskyard_broker_agent.dead_letters.returns import carried_headers, may_return, returns_of
 from taskyard_common import metrics
+from taskyard_common.announce import destination
 from taskyard_common.errors import TaskyardError
+from taskyard_common.lifecycle import TaskStatus
+from taskyard_common.messages import WorkMessage
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,7 @@ class DeadLetterConsumer:
     def __init__(self, context: AgentContext) -> None:
         self._store = context.store
         self._topology = context.topology
+        self._publisher = context.publisher
         self._context = context
         self._retry_base = context.settings.broker.retry_base_seconds
         self._retry_max = context.settings.broker.retry_max_seconds
@@ -85,6 +91,33 @@ class DeadLetterConsumer:
         else:
             await _settle(delivery, ack=True)
 
+    async def _returned(self, letter: DeadLetter, delivery: AbstractIncomingMessage) -> bool:
+        """Send a work message that died of its workers' crashes, its task never started, back to its
+        queue (``returns.py``); True when it went. A failed publish raises: the letter is requeued."""
+        returns = returns_of(delivery.headers)
+        if letter.task_id is None or not may_return(letter.reason, TaskStatus.QUEUED, returns):
+            return False  # not a candidate whatever its task's status: no store read
+        record = await self._store.get(letter.task_id)
+        if record is None or not may_return(letter.reason, record.status, returns):
+            return False
+        try:
+            message = WorkMessage.model_validate(letter.message)
+        except ValidationError:
+            return False
+        exchange, routing_key = destination(self._topology, message, native=self._publisher.native_priorities)
+        await self._publisher.publish(
+            exchange, routing_key, message, headers=carried_headers(delivery.headers)
+        )
+        metrics.DEAD_LETTERS_RETURNED.inc()
+        log.warning(
+            "task %s: its message was dead-lettered past the delivery limit in %s without the task starting"
+            " (workers died holding it); sent back to its work queue (return %d)",
+            letter.task_id,
+            letter.queue,
+            returns + 1,
+        )
+        return True
+
     async def handle(self, delivery: AbstractIncomingMessage) -> None:
         letter = parse_dead_letter(delivery.body, delivery.headers, delivery.message_id, self._topology)
         if letter.task_id is None:
@@ -92,6 +125,8 @@ class DeadLetterConsumer:
             log.warning(
                 "dropping a dead letter that names no task (reason=%s queue=%s)", letter.reason, letter.queue
             )
+            return
+        if await self._returned(letter, delivery):
             return
         recorded = await self._store.dead_letter(
             letter.task_id,
