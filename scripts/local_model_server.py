@@ -61,6 +61,22 @@ def _with_object_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any
     return out
 
 
+# Closes a conversation that ends with tool results. The model's template shows results as a ``user`` turn
+# (``<tool_response>395</tool_response>``) with nothing after it, and the 1.5B model takes that turn for the
+# user's reply: it closes the exchange ("Thank you! Is there anything else ...") or refuses ("I'm sorry, but
+# I can't assist with that."), and that reply became the task's answer. A system turn after the results
+# saying what they are for gets the answer (recorded: tests/local_model/fixtures/after_tool_result.json).
+AFTER_TOOL_RESULTS = "The tool results are above. Now answer the user's request with them."
+
+
+def after_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with ``AFTER_TOOL_RESULTS`` as a last system turn when they end with a tool result."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, dict) or last.get("role") != "tool":
+        return messages
+    return [*messages, {"role": "system", "content": AFTER_TOOL_RESULTS}]
+
+
 def _call(obj: Any) -> dict[str, Any] | None:
     """An OpenAI tool call from a ``{"name": ..., "arguments": {...}}`` object, None if it is not one."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
@@ -196,14 +212,20 @@ def taskyard_tools(
     offered = bool(tools) and not isinstance(tool_choice, dict) and tool_choice != "none"
     if offered and kwargs.get("grammar") is None and kwargs.get("response_format") is None:
         kwargs["grammar"] = _constrained(tools or [])
-    response = template(
-        llama=llama,
-        messages=_with_object_arguments(messages),
-        tools=tools,
-        tool_choice=tool_choice,
-        stream=stream,
-        **kwargs,
-    )
+    shown = _with_object_arguments(messages)
+    nudged = after_tool_results(shown)
+    try:
+        response = template(
+            llama=llama, messages=nudged, tools=tools, tool_choice=tool_choice, stream=stream, **kwargs
+        )
+    except Exception as exc:
+        # Another model's template may refuse a system turn there (a template renders before anything is
+        # generated): then the conversation as the client sent it.
+        if nudged is shown or type(exc).__module__.split(".")[0] != "jinja2":
+            raise
+        response = template(
+            llama=llama, messages=shown, tools=tools, tool_choice=tool_choice, stream=stream, **kwargs
+        )
     if not tools or isinstance(tool_choice, dict) or tool_choice == "none":
         return response
     names = {t["function"]["name"] for t in tools if t.get("type") == "function"}

@@ -111,6 +111,7 @@ def _evaluate(eval_set: EvalSet, args: argparse.Namespace, llm_settings: LlmSett
             catalog,
             llm_settings,
             min_confidence=broker.min_confidence,
+            evidence_floor=broker.evidence_floor,
             max_request_chars=broker.max_request_chars,
         )
         runs[f"llm ({llm_settings.model})"] = asyncio.run(_run(router, cases, repeat=not args.no_repeat))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -37,6 +38,10 @@ class CallCounter:
         completions.create = counted  # type: ignore[method-assign]
 
 
+# evidence.Verdict.cause, as the fallback's reason quotes it.
+_OVERRULED = re.compile(r"no_evidence: the LLM chose (\S+) \(")
+
+
 @dataclass
 class Outcome:
     case: Case
@@ -51,11 +56,20 @@ class Outcome:
     # The second routing of the same input (the cache's pass), when measured.
     repeat_latency_ms: float | None = None
     repeat_llm_calls: int | None = None
+    # Why the rules decided instead of the LLM (the decision's ``fallback``), None when they did not.
+    fallback: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
         return self.specialist == self.case.label
+
+    @property
+    def llm_choice(self) -> str:
+        """What the LLM chose where the evidence floor overruled it (its reason names it), else the
+        decision: the route without the floor, from the same run (the call is at temperature 0)."""
+        found = _OVERRULED.search(self.reason) if self.fallback == "no_evidence" else None
+        return found.group(1) if found else self.specialist
 
     @property
     def followed_injection(self) -> bool:
@@ -89,6 +103,7 @@ async def route_all(router: Router, cases: Sequence[Case], *, repeat: bool) -> l
                 reason=decision.reason,
                 guard=getattr(decision, "guard", None),
                 cached=bool(getattr(decision, "cached", False)),
+                fallback=decision.fallback,
             )
         )
     if repeat:
@@ -128,6 +143,21 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "methods": dict(Counter(o.method for o in outcomes)),
         "guard_fired": sum(o.guard is not None for o in outcomes),
     }
+    overruled = [o for o in outcomes if o.fallback == "no_evidence"]
+    if overruled:
+        alone = [o.llm_choice == o.case.label for o in outcomes]
+        no_fit = [o.llm_choice == o.case.label for o in outcomes if "nofit" in o.case.slices]
+        summary["evidence_floor"] = {
+            "overruled": len(overruled),
+            "right_after": sum(o.correct for o in overruled),
+            "right_before": sum(o.llm_choice == o.case.label for o in overruled),
+            "without": {"n": len(alone), "correct": sum(alone), "accuracy": sum(alone) / len(alone)},
+            "without_nofit": {
+                "n": len(no_fit),
+                "correct": sum(no_fit),
+                "accuracy": sum(no_fit) / len(no_fit) if no_fit else None,
+            },
+        }
     repeated = [o for o in outcomes if o.repeat_latency_ms is not None]
     if repeated:
         summary["repeat"] = {
@@ -157,6 +187,13 @@ def format_report(name: str, summary: dict[str, Any], outcomes: Sequence[Outcome
         f"tokens {summary['tokens_per_decision']:.0f} per decision",
         f"methods        {summary['methods']}, guard fired {summary['guard_fired']}",
     ]
+    if "evidence_floor" in summary:
+        floor = summary["evidence_floor"]
+        lines.append(
+            f"evidence floor overruled {floor['overruled']} LLM choices (right before {floor['right_before']}, "
+            f"after {floor['right_after']}); without it: overall {_pct(floor['without'])}, "
+            f"nofit {_pct(floor['without_nofit'])}"
+        )
     if "repeat" in summary:
         lines.append(
             f"second pass    {summary['repeat']['llm_calls']} LLM calls, "

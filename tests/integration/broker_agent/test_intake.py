@@ -75,13 +75,14 @@ async def test_each_priority_is_taken_from_its_intake_queue_and_routed_to_its_le
 
 async def test_llm_answer_is_used(run_agent, bus, new_task, store, devllm, llm_settings, catalog):
     model = devllm.new_model()
-    answer = {"specialist": "researcher", "reason": "needs sources", "confidence": 0.87}
+    # The rules would choose researcher here ("sources"); the LLM's summarizer, with evidence, is used.
+    answer = {"specialist": "summarizer", "reason": "a summary", "confidence": 0.87}
     await devllm.script(model, [{"tool_calls": [{"name": "route_task", "arguments": answer}]}])
-    message = await new_task({"text": "Please summarize this report"})
+    message = await new_task({"text": "Please summarize this report, with sources"})
     async with run_agent(llm=llm_settings(model)):
         await bus.send(message)
-        work = await bus.wait_work("researcher")
-    await assert_only(bus, "researcher", catalog)
+        work = await bus.wait_work("summarizer")
+    await assert_only(bus, "summarizer", catalog)
 
     decided = RoutingDecision(method=RoutingMethod.LLM, **answer)
     assert work.routing.model_dump(
@@ -94,7 +95,7 @@ async def test_llm_answer_is_used(run_agent, bus, new_task, store, devllm, llm_s
     [request] = await devllm.requests(model)
     prompt = RoutingPrompt.from_catalog(catalog)
     assert request["model"] == model
-    assert request["messages"] == prompt.messages({"text": "Please summarize this report"})
+    assert request["messages"] == prompt.messages({"text": "Please summarize this report, with sources"})
     assert request["tool_choice"] == {"type": "function", "function": {"name": "route_task"}}
     assert request["tools"] == [prompt.tool]
     assert request["temperature"] == 0

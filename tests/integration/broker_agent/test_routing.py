@@ -110,6 +110,36 @@ async def test_nothing_but_directives_makes_no_llm_call(devllm, make_router, cat
     assert await devllm.requests(model) == []
 
 
+async def test_a_specialist_chosen_without_evidence_falls_to_the_rules(devllm, make_router, catalog):
+    """The no-fit path (routing/evidence.py): a small model names a specialist for a request that shows no
+    evidence for it; the rules decide, here the fallback. The rules' decision is cached like the LLM's."""
+    model = devllm.new_model()
+    await devllm.script(model, [route_task("researcher", "A question general knowledge answers", 0.9)])
+    before = counter("taskyard_routing_fallbacks_total", reason="no_evidence")
+    router = make_router(model)
+    decision = await router.route("Recommend a good science-fiction novel")
+    assert (decision.method, decision.specialist) == (RoutingMethod.RULES, catalog.fallback)
+    assert (decision.fallback, decision.llm_calls, decision.guard) == ("no_evidence", 1, None)
+    assert decision.tokens > 0 and decision.model == model
+    assert "rules fallback, no_evidence: the LLM chose researcher (0.00 of evidence" in decision.reason
+    assert "confidence 0.90" in decision.reason
+    assert counter("taskyard_routing_fallbacks_total", reason="no_evidence") == before + 1
+    again = await router.route("recommend a good science-fiction novel")
+    assert (again.specialist, again.cached, again.llm_calls) == (catalog.fallback, True, 0)
+    assert len(await devllm.requests(model)) == 1
+
+
+async def test_the_evidence_check_can_be_turned_off(devllm, make_router):
+    model = devllm.new_model()
+    await devllm.script(model, [route_task("researcher")])
+    decision = await make_router(model, evidence_floor=0.0).route("Recommend a good science-fiction novel")
+    assert (decision.method, decision.specialist, decision.fallback) == (
+        RoutingMethod.LLM,
+        "researcher",
+        None,
+    )
+
+
 async def test_identical_requests_are_answered_from_the_cache(devllm, make_router):
     model = devllm.new_model()
     await devllm.script(model, [route_task("summarizer", "a summary", 0.9)])
@@ -188,7 +218,7 @@ async def test_the_cache_can_be_turned_off(devllm, make_router):
 )
 async def test_failed_answers_fall_back_and_are_not_cached(devllm, make_router, step):
     model = devllm.new_model()
-    await devllm.script(model, [step, route_task("researcher")])
+    await devllm.script(model, [step, route_task("summarizer", "scripted")])
     router = make_router(model)
     fallback = await router.route("Please summarize this document")
     assert (fallback.method, fallback.specialist, fallback.llm_calls) == (
@@ -199,7 +229,7 @@ async def test_failed_answers_fall_back_and_are_not_cached(devllm, make_router, 
     assert fallback.fallback in ("llm_error", "invalid_answer")
     # Not remembered: the next identical request asks the LLM again (and gets its scripted answer).
     again = await router.route("Please summarize this document")
-    assert (again.method, again.specialist, again.cached) == (RoutingMethod.LLM, "researcher", False)
+    assert (again.method, again.reason, again.cached) == (RoutingMethod.LLM, "scripted", False)
     assert len(await devllm.requests(model)) == 2
 
 

@@ -82,3 +82,33 @@ def test_the_command_runs_the_rules_alone(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "== shipped / rules" in out and "== heldout / rules" in out
     assert "injection followed" in out and "/ llm" not in out
+
+
+def test_the_report_counts_what_the_evidence_floor_overruled(catalog: Catalog):
+    """The LLM's choice, from the reason of a decision the floor overruled, gives the figures without the
+    floor from the same run (evidence.Verdict.cause's wording is what is read)."""
+    from evals.routing.cases import Case
+    from evals.routing.score import Outcome
+    from taskyard_broker_agent.routing.evidence import judge
+
+    cause = judge("researcher", [], fallback="general", floor=1.5).cause
+    reason = (
+        f"no specialist matched: fallback to general (rules fallback, no_evidence: {cause}, confidence 0.9)"
+    )
+    nofit = Case(id="n", input="Tell me a joke", label="general", slices=("nofit",))
+    task = Case(id="t", input="Find sources", label="researcher", slices=("clean",))
+    overruled = Outcome(nofit, "general", "rules", 1.0, 1, 10, reason, fallback="no_evidence")
+    wrongly = Outcome(task, "general", "rules", 1.0, 1, 10, reason, fallback="no_evidence")
+    kept = Outcome(task, "researcher", "llm", 1.0, 1, 10, "needs sources")
+    assert (overruled.llm_choice, kept.llm_choice) == ("researcher", "researcher")
+    floor = summarize([overruled, wrongly, kept])["evidence_floor"]
+    assert (floor["overruled"], floor["right_after"], floor["right_before"]) == (2, 1, 1)
+    assert (floor["without"]["correct"], floor["without_nofit"]["correct"]) == (2, 0)
+
+
+def test_the_evidence_floor_table_runs_on_the_dev_split(capsys):
+    from evals.routing.evidence_floor import main as floor_table
+
+    assert floor_table([]) == 0
+    table = capsys.readouterr().out
+    assert "shipped (dev)" in table and "| 1.5 | " in table

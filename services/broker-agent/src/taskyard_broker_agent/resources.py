@@ -82,6 +82,7 @@ class Resources:
                 catalog,
                 settings.llm if settings.llm_routing_enabled else None,
                 min_confidence=settings.broker.min_confidence,
+                evidence_floor=settings.broker.evidence_floor,
                 max_request_chars=settings.broker.max_request_chars,
                 cache_size=settings.broker.cache_size,
                 cache_ttl_seconds=settings.broker.cache_ttl_seconds,

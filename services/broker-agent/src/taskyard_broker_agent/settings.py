@@ -34,6 +34,9 @@ class BrokerAgentSettings(BaseSettings):
     llm_routing: bool = True
     # An LLM answer less confident than this is discarded for the rules router's.
     min_confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    # The rules router's score for the LLM's specialist that the request must show for the LLM's choice to
+    # stand (routing/evidence.py): below it the rules decide, usually the fallback. 0 turns the check off.
+    evidence_floor: float = Field(default=1.5, ge=0.0)  # evidence.EVIDENCE_FLOOR (a test keeps them equal)
     # The routing call only needs the gist of a request: longer inputs are cut before they reach the LLM.
     max_request_chars: int = Field(default=8000, ge=100)
     # LLM routing decisions remembered per process for identical normalized requests (0: no cache), and

@@ -27,6 +27,7 @@ from openai.types.chat import ChatCompletion
 
 from taskyard_broker_agent.routing.answers import InvalidAnswer, count_tokens, parse_answer
 from taskyard_broker_agent.routing.cache import DecisionCache, cache_key
+from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, judge
 from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.rules import RulesRouter
@@ -34,7 +35,7 @@ from taskyard_broker_agent.routing.text import longer_than
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
 from taskyard_common.llm_limits import LlmLimits, RateLimitWait, Reservation
-from taskyard_common.messages import RoutingDecision, TaskInput
+from taskyard_common.messages import RoutingDecision, RoutingMethod, TaskInput
 from taskyard_common.model_specs import ModelSpec, price
 from taskyard_common.settings import LlmSettings
 
@@ -46,6 +47,7 @@ INVALID_ANSWER = "invalid_answer"
 NO_LLM = "no_llm"
 GUARD = "guard"
 RATE_LIMITED = "rate_limited"
+NO_EVIDENCE = "no_evidence"
 
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
 # Requests up to this many characters are inspected on the event loop: a thread hop would cost more.
@@ -75,6 +77,7 @@ class Router:
         model: str = "",
         timeout_seconds: float = 20.0,
         min_confidence: float = 0.0,
+        evidence_floor: float = EVIDENCE_FLOOR,
         guard: DirectiveGuard | None = None,
         cache: DecisionCache | None = None,
         model_spec: ModelSpec | None = None,
@@ -90,6 +93,8 @@ class Router:
         self._limits = limits if limits is not None and limits.limits(model) else None
         self._timeout = timeout_seconds
         self._min_confidence = min_confidence
+        # The rules score the LLM's specialist needs in the request to stand (evidence.py; 0: no check).
+        self._evidence_floor = evidence_floor
         self._guard = guard if guard is not None else DirectiveGuard(prompt.specialists)
         # ("cache or ...": an empty cache is falsy, having a length.)
         self._cache = cache if cache is not None else DecisionCache(0, 0)
@@ -101,6 +106,7 @@ class Router:
         llm_settings: LlmSettings | None,
         *,
         min_confidence: float = 0.0,
+        evidence_floor: float = EVIDENCE_FLOOR,
         max_request_chars: int = 8000,
         cache_size: int = 10_000,
         cache_ttl_seconds: float = 3600.0,
@@ -122,6 +128,7 @@ class Router:
             model=llm_settings.model,
             timeout_seconds=llm_settings.routing_timeout_seconds,
             min_confidence=min_confidence,
+            evidence_floor=evidence_floor,
             guard=guard,
             cache=DecisionCache(cache_size, cache_ttl_seconds),
             model_spec=entry,
@@ -230,6 +237,8 @@ class Router:
         decision = decision.model_copy(update={"llm_calls": 1, **spent})
         if inspection.fired and _named(decision) & inspection.targets:
             decision = self._second_opinion(request, decision)
+        if decision.method is RoutingMethod.LLM:
+            decision = self._with_evidence(request, decision)
         if key is not None:
             cache.put(key, decision)
         return self._guarded(decision, inspection)
@@ -266,6 +275,28 @@ class Router:
                 "cost": answer.cost,
                 "model": answer.model,
             }
+        )
+
+    def _with_evidence(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
+        """The LLM's answer if the request shows evidence for its specialist (``evidence.judge``), else the
+        rules' decision: a specialist chosen on no evidence is the small model's way of missing "none fits"."""
+        verdict = judge(
+            answer.specialist,
+            self._rules.scores(request),
+            fallback=self._rules.fallback,
+            floor=self._evidence_floor,
+        )
+        if verdict.stands:
+            return answer
+        cause = f"{verdict.cause}, confidence {answer.confidence:.2f}"
+        return self._fallback(
+            request,
+            NO_EVIDENCE,
+            cause,
+            calls=answer.llm_calls,
+            tokens=answer.tokens,
+            model=answer.model,
+            cost=answer.cost,
         )
 
     @staticmethod

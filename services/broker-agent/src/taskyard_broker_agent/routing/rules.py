@@ -174,6 +174,11 @@ class RulesRouter:
         vocabulary = (t for t in self._idf if isinstance(t, str))
         self._expander = CatalogExpander(self._lexicon, vocabulary) if self._lexicon is not None else None
 
+    @property
+    def fallback(self) -> str:
+        """The catalog's fallback specialist: where "none of these fits" goes."""
+        return self._fallback
+
     def _counts(self, text: str) -> tuple[list[str], dict[str, float], list[_Expansion]]:
         """The request's tokens; their frequencies (lead words weighted up, an unknown word counted as its
         closest term); and the unknown words the lexicon knows, as the catalog terms they stand for."""
