@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -82,7 +83,12 @@ async def _task(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, An
 
 
 def _ready_count(worker: Service) -> int:
-    return worker.log_path.read_text(errors="replace").count(f"for {NEW!r} ready")
+    """The main child's starts (a supervisor's quarantine children log "ready" too): the lines of the owner
+    id with the main child's pid (``<host>:<pid>:<hex>``)."""
+    text = worker.log_path.read_text(errors="replace")
+    main = re.search(r"main worker child started: pid (\d+)", text)
+    owner = f":{main.group(1)}:" if main else ""
+    return sum(1 for line in text.splitlines() if f"for {NEW!r} ready" in line and owner in line)
 
 
 async def exercise(cluster: Cluster, put: Change, env: dict[str, str]) -> None:

@@ -301,8 +301,11 @@ def run_worker(settings: ServiceSettings, specialist: str) -> None:
     if not settings.worker.supervisor:
         asyncio.run(serve(settings, specialist))
         return
-    # Checked here once, so that a wrong specialist exits 2 at once instead of in every child.
-    load_spec(settings, specialist)
+    # Checked here once, so that a wrong specialist exits 2 at once instead of in every child; only for the
+    # file source: the database's or Kubernetes' catalog is read by each child from its live source (a
+    # specialist just added there is not in the seeded file), and a child's exit 2 ends the supervisor.
+    if settings.catalog.source == "file":
+        load_spec(settings, specialist)
     # Warm: building an LLM client imports its HTTP stack lazily (a third of a second of a child's start);
     # this one opens nothing and is dropped.
     make_client(settings.llm)
