@@ -14,19 +14,9 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+from taskyard_devkit.procfs import process_tree
+
 SAMPLE_SECONDS = 0.25
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its live descendants (Linux: ``/proc/<pid>/task/<pid>/children``)."""
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        with contextlib.suppress(OSError):
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-            pending.extend(int(child) for child in children)
-    return found
 
 
 def _field_kb(path: str, name: str) -> int | None:

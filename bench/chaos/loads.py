@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -18,41 +17,12 @@ from bench.chaos.harness import ChaosRun, Outcome, chaos_run
 from bench.chaos.nodes import rabbit_node
 from bench.infra import Context
 from bench.memory import TreeMemory
+from taskyard_devkit import procfs
 from taskyard_devkit.devllm import DevLlm
 
 POISON = " POISON"
 SLOW = " SLOW"
 WORKER_ENV = {"TASKYARD_WORKER_LEASE_SECONDS": "3"}
-
-
-def _children(pid: int) -> list[int]:
-    """The child processes of ``pid`` (a worker's supervisor forks its children, ``supervisor.py``)."""
-    with contextlib.suppress(OSError):
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    return []
-
-
-def _socket_owner(port: int, server_port: int, pids: list[int]) -> int | None:
-    """Which of ``pids`` holds the TCP connection from local ``port`` to ``server_port`` (loopback, this
-    machine). Both ends count: Linux gives the same ephemeral port to connections to different servers, so
-    another process's connection to RabbitMQ or PostgreSQL may have the same local port."""
-    inode = None
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError):
-            for line in Path(table).read_text().splitlines()[1:]:
-                fields = line.split()
-                local, remote = (int(f.rsplit(":", 1)[1], 16) for f in fields[1:3])
-                if local == port and remote == server_port:
-                    inode = fields[9]
-    if inode is None:
-        return None
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                with contextlib.suppress(OSError):
-                    if fd.readlink().name == f"socket:[{inode}]":
-                        return pid
-    return None
 
 
 async def _healthy_rate(run: ChaosRun) -> float | None:
@@ -147,8 +117,8 @@ async def _poison_runs(
                 for conversation in new:
                     seen[conversation] = calls[conversation]
                     port = int(callers[conversation].rsplit(":", 1)[1])
-                    children = [c for w in run.workers for c in _children(w.proc.pid)]
-                    pid = _socket_owner(port, server_port, children)
+                    children = [c for w in run.workers for c in procfs.children(w.proc.pid)]
+                    pid = procfs.connection_owner(port, server_port, children)
                     if pid is not None:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGKILL)

@@ -13,9 +13,9 @@ import pytest
 
 from taskyard_devkit.cluster import Cluster
 from taskyard_devkit.devllm import DevLlm
+from taskyard_devkit.procfs import children, connection_owner
 from tests.support.api_client import count_with_status, submit, task, wait_for_status
 from tests.support.polling import eventually
-from tests.support.processes import children, connection_owner
 from tests.support.scrape import metric_sum
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from bench.infra import Context
-from bench.memory import process_tree, tree_pss_mb
+from bench.memory import tree_pss_mb
 from bench.report import OK, TIMED_OUT, Row, evaluate, format_table, results_table, targets_table
 from bench.runner import Rows, Scenario, run_scenario
 from bench.scenarios.large_store_pairs import abba
 from bench.stats import ideal_seconds, peak_overlap, percentile, rate, ratio
+from taskyard_devkit.procfs import process_tree
 
 
 def test_percentile_interpolates_between_ranks() -> None:

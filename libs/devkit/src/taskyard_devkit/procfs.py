@@ -1,5 +1,6 @@
-"""Which local process holds a connection (Linux /proc): tests that play a poison task kill the process
-that made its model call, as the task itself would (a worker's supervisor forks worker children)."""
+"""Which local process is which (Linux /proc): a worker's supervisor forks its children, so tests and the
+benchmarks that kill "the process that made a poison task's model call", or measure a service's memory,
+look through the process tree instead of at the one process they started."""
 
 from __future__ import annotations
 
@@ -14,9 +15,20 @@ def children(pid: int) -> list[int]:
     return []
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(children(current))
+    return found
+
+
 def connection_owner(local_port: int, remote_port: int, pids: list[int]) -> int | None:
     """Which of ``pids`` holds the TCP connection from ``local_port`` to ``remote_port``. Both ends count:
-    Linux gives the same ephemeral port to connections to different servers."""
+    Linux gives the same ephemeral port to connections to different servers (another process's connection
+    to RabbitMQ or PostgreSQL may have the same local port)."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError):
