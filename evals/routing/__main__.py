@@ -17,13 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evals.routing.cases import DEV, HELD_OUT, Case, EvalSet, eval_sets, load_cases, sample
+from evals.routing.cases import DEV, HELD_OUT, Case, EvalSet, eval_sets, load_set, sample
 from evals.routing.score import Outcome, format_report, route_all, summarize
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.router import Router
 from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_broker_agent.settings import BrokerAgentSettings
-from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.settings import LlmSettings
 
 
@@ -85,12 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _evaluate(eval_set: EvalSet, args: argparse.Namespace, llm_settings: LlmSettings) -> dict[str, Any]:
     """Route one set's cases with the rules (and the LLM when asked and configured); print its report."""
-    catalog = load_catalog(eval_set.catalog)
-    if args.no_examples:
-        catalog = without_examples(catalog)
-    cases = load_cases(catalog, eval_set.cases, held_out=eval_set.held_out)
-    if args.split != "all":
-        cases = [c for c in cases if c.split == args.split]
+    catalog, cases = load_set(eval_set, no_examples=args.no_examples, split=args.split)
     if args.slice:
         cases = [c for c in cases if args.slice in c.slices]
     if args.sample:
@@ -134,12 +128,6 @@ def _shown(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(path)
-
-
-def without_examples(catalog: Catalog) -> Catalog:
-    """The catalog as users often write it: descriptions and keywords, no example requests."""
-    specialists = tuple(s.model_copy(update={"examples": ()}) for s in catalog.specialists)
-    return catalog.model_copy(update={"specialists": specialists})
 
 
 async def _run(router: Router, cases: list[Case], *, repeat: bool) -> list[Outcome]:

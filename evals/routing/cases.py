@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from taskyard_common.catalog import Catalog
+from taskyard_common.catalog import Catalog, load_catalog
 from taskyard_common.messages import TaskInput
 
 CASES_PATH = Path(__file__).with_name("cases.yaml")
@@ -102,3 +102,19 @@ def sample(cases: list[Case], per_slice: int, injection: int = 10) -> list[Case]
             taken[slice_] = taken.get(slice_, 0) + 1
             chosen.append(case)
     return chosen
+
+
+def without_examples(catalog: Catalog) -> Catalog:
+    """The catalog as users often write it: descriptions and keywords, no example requests."""
+    specialists = tuple(s.model_copy(update={"examples": ()}) for s in catalog.specialists)
+    return catalog.model_copy(update={"specialists": specialists})
+
+
+def load_set(eval_set: EvalSet, *, no_examples: bool, split: str) -> tuple[Catalog, list[Case]]:
+    """One set's catalog (without its ``examples`` when asked) and its cases of ``split`` ("all": every
+    one): what both the evaluation and the evidence floor's calibration read."""
+    catalog = load_catalog(eval_set.catalog)
+    if no_examples:
+        catalog = without_examples(catalog)
+    cases = load_cases(catalog, eval_set.cases, held_out=eval_set.held_out)
+    return catalog, [c for c in cases if split == "all" or c.split == split]

@@ -17,11 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from evals.routing.__main__ import without_examples
-from evals.routing.cases import DEV, HELD_OUT, eval_sets, load_cases
+from evals.routing.cases import DEV, HELD_OUT, eval_sets, load_set
 from taskyard_broker_agent.routing.guard import DirectiveGuard
 from taskyard_broker_agent.routing.rules import RulesRouter
-from taskyard_common.catalog import load_catalog
 
 FLOORS = (0.01, 0.5, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
 
@@ -34,12 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--catalog", type=Path, default=Path("specialists.yaml"))
     args = parser.parse_args(argv)
     eval_set = eval_sets(args.catalog)[args.set]
-    catalog = load_catalog(eval_set.catalog)
-    if args.no_examples:
-        catalog = without_examples(catalog)
-    cases = load_cases(catalog, eval_set.cases, held_out=eval_set.held_out)
-    if args.split != "all":
-        cases = [c for c in cases if c.split == args.split]
+    catalog, cases = load_set(eval_set, no_examples=args.no_examples, split=args.split)
     rules, guard, fallback = RulesRouter(catalog), DirectiveGuard(catalog.names), catalog.fallback
     # What the router scores: the request the directive guard leaves.
     scored = [

@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from evals.routing.__main__ import main, without_examples
-from evals.routing.cases import DEV, HELD_OUT, SLICES, eval_sets, load_cases, sample
+from evals.routing.__main__ import main
+from evals.routing.cases import DEV, HELD_OUT, SLICES, eval_sets, load_cases, sample, without_examples
 from evals.routing.score import route_all, summarize
 from taskyard_broker_agent.routing.router import Router
 from taskyard_common.catalog import Catalog, load_catalog
