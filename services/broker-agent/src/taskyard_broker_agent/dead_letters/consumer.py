@@ -22,11 +22,15 @@ from pydantic import ValidationError
 
 from taskyard_broker_agent.context import AgentContext
 from taskyard_broker_agent.dead_letters.parsing import DeadLetter, parse_dead_letter
-from taskyard_broker_agent.dead_letters.returns import carried_headers, may_return, returns_of
+from taskyard_broker_agent.dead_letters.returns import (
+    carried_headers,
+    may_return,
+    may_return_some,
+    returns_of,
+)
 from taskyard_common import metrics
 from taskyard_common.announce import destination
 from taskyard_common.errors import TaskyardError
-from taskyard_common.lifecycle import TaskStatus
 from taskyard_common.messages import WorkMessage
 
 log = logging.getLogger(__name__)
@@ -92,13 +96,13 @@ class DeadLetterConsumer:
             await _settle(delivery, ack=True)
 
     async def _returned(self, letter: DeadLetter, delivery: AbstractIncomingMessage) -> bool:
-        """Send a work message that died of its workers' crashes, its task never started, back to its
-        queue (``returns.py``); True when it went. A failed publish raises: the letter is requeued."""
+        """Send a work message that died of its workers' crashes back to its queue (``returns.py``); True
+        when it went. A failed publish raises: the letter is requeued."""
         returns = returns_of(delivery.headers)
-        if letter.task_id is None or not may_return(letter.reason, TaskStatus.QUEUED, returns):
-            return False  # not a candidate whatever its task's status: no store read
+        if letter.task_id is None or not may_return_some(letter.reason, returns):
+            return False  # not a candidate whatever its task's state: no store read
         record = await self._store.get(letter.task_id)
-        if record is None or not may_return(letter.reason, record.status, returns):
+        if record is None or not may_return(letter.reason, record.status, returns, record.lease_expires_at):
             return False
         try:
             message = WorkMessage.model_validate(letter.message)
@@ -110,9 +114,10 @@ class DeadLetterConsumer:
         )
         metrics.DEAD_LETTERS_RETURNED.inc()
         log.warning(
-            "task %s: its message was dead-lettered past the delivery limit in %s without the task starting"
-            " (workers died holding it); sent back to its work queue (return %d)",
+            "task %s (%s): its message was dead-lettered past the delivery limit in %s (workers died holding"
+            " it); sent back to its work queue (return %d)",
             letter.task_id,
+            record.status,
             letter.queue,
             returns + 1,
         )
