@@ -2,6 +2,7 @@
 
 import json
 
+import httpx
 import openai
 import pytest
 
@@ -96,6 +97,9 @@ async def test_final_answers_are_counted_per_conversation_and_errors_are_not(cli
     assert await devllm.conversations(model) == ({"task 1": 3, "task 2": 1}, {"task 1": 2, "task 2": 1})
     callers = await devllm.callers(model)
     assert sorted(callers) == ["task 1", "task 2"] and callers["task 1"].startswith("127.0.0.1:")
+    async with httpx.AsyncClient() as control:  # a watcher asks for the conversations it looks for only
+        calls, watched = await devllm.watch_conversations(model, control, contains="2")
+    assert calls == {"task 2": 1} and list(watched) == ["task 2"]
 
 
 async def test_a_by_turn_script_answers_each_turn_the_same_every_time(client, devllm):

@@ -166,14 +166,19 @@ def create_app(latency_seconds: float = 0.0, rpm: int | None = None) -> FastAPI:
         return {"model": model, "requests": list(scripts.requests.get(model, []))}
 
     @app.get("/_control/conversations/{model}")
-    async def conversations(model: str) -> dict[str, Any]:
+    async def conversations(model: str, contains: str | None = None) -> dict[str, Any]:
         """Calls and final answers per conversation (named by its first user message's first 200 chars),
-        and the client address of its latest call."""
+        and the client address of its latest call; ``contains``: only the conversations whose name holds
+        that text (a watcher polling many times a second reads a few entries, not thousands)."""
+
+        def matching(counts: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in counts.items() if contains is None or contains in k}
+
         return {
             "model": model,
-            "calls": dict(scripts.calls.get(model, {})),
-            "answers": dict(scripts.answers.get(model, {})),
-            "callers": dict(scripts.callers.get(model, {})),
+            "calls": matching(scripts.calls.get(model, {})),
+            "answers": matching(scripts.answers.get(model, {})),
+            "callers": matching(scripts.callers.get(model, {})),
         }
 
     return app
