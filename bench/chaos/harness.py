@@ -97,7 +97,12 @@ class Submissions:
 
     accepted: dict[str, str] = field(default_factory=dict)  # task id -> input
     answers: list[tuple[float, str]] = field(default_factory=list)
+    accept_latencies: list[float] = field(default_factory=list)  # seconds each 202 took
     missing_retry_after: int = 0
+
+    def accept_latency(self, quantile: float) -> float | None:
+        ordered = sorted(self.accept_latencies)
+        return ordered[min(len(ordered) - 1, int(quantile * len(ordered)))] if ordered else None
 
     def count(self, code: str) -> int:
         return sum(1 for _, c in self.answers if c == code)
@@ -187,6 +192,7 @@ class ChaosRun:
 
     async def _submit_one(self, client: httpx.AsyncClient, text: str) -> bool:
         body = {"input": text, "specialist": SPECIALIST, "metadata": {"chaos": self.tag}}
+        sent = time.monotonic()
         try:
             response = await client.post("/v1/tasks", json=body)
             code = str(response.status_code)
@@ -195,6 +201,7 @@ class ChaosRun:
         self.submissions.answers.append((time.monotonic(), code))
         if response is not None and code == "202":
             self.submissions.accepted[response.json()["id"]] = text
+            self.submissions.accept_latencies.append(time.monotonic() - sent)
             return True
         wait = 0.5
         if response is not None and code in ("503", "429"):

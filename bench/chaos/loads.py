@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import time
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,18 +26,46 @@ SLOW = " SLOW"
 WORKER_ENV = {"TASKYARD_WORKER_LEASE_SECONDS": "3"}
 
 
-async def _healthy_rate(run: ChaosRun) -> float | None:
+@dataclass(frozen=True)
+class HealthyRun:
+    """The healthy tasks of a run, on the database's clock: how many completed, over how long from the first
+    acceptance to the last completion (``span``), of which the acceptances took ``accepting``."""
+
+    completed: int
+    span: float
+    accepting: float
+
+    @property
+    def rate(self) -> float | None:
+        return self.completed / self.span if self.completed and self.span > 0 else None
+
+    latency_p50: float | None = None  # of the submissions that were accepted (202), seconds
+    latency_p99: float | None = None
+
+    def describe(self) -> str:
+        latency = ""
+        if self.latency_p50 is not None and self.latency_p99 is not None:
+            latency = f", submit p50 {self.latency_p50 * 1000:.0f} ms p99 {self.latency_p99 * 1000:.0f} ms"
+        return f"accepted over {self.accepting:.1f} s{latency}, last done {self.span - self.accepting:.1f} s later"
+
+
+async def _healthy_run(run: ChaosRun) -> HealthyRun:
     """Healthy tasks completed per second: first submission to last healthy completion (database clock)."""
     async with run.store() as conn:
         row = await conn.fetchrow(
-            "SELECT count(*) AS n, extract(epoch FROM max(finished_at) - min(created_at)) AS span FROM tasks"
+            "SELECT count(*) AS n, extract(epoch FROM max(finished_at) - min(created_at)) AS span,"
+            " extract(epoch FROM max(created_at) - min(created_at)) AS accepting FROM tasks"
             " WHERE metadata->>'chaos' = $1 AND status = 'completed' AND input::text NOT LIKE $2",
             run.tag,
             f"%{POISON.strip()}%",
         )
-    if not row["n"] or not row["span"]:
-        return None
-    return float(row["n"]) / float(row["span"])
+    return HealthyRun(
+        int(row["n"]),
+        float(row["span"] or 0),
+        float(row["accepting"] or 0),
+        run.submissions.accept_latency(0.5),
+        run.submissions.accept_latency(0.99),
+    )
 
 
 # What a worker logs when it moves a task to the quarantine queue (crashes.py).
@@ -67,7 +96,7 @@ def _restart_times(run: ChaosRun) -> list[float]:
 
 async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
     """5: one task in twenty kills the worker that runs it; the rest must not suffer much."""
-    total, limit = ctx.pick((400, 2), (200, 2), (40, 2))
+    total, limit = ctx.pick((1000, 2), (200, 2), (40, 2))
     every = 20  # 5 %
     healthy = total - total // every
     # A node of its own: the shared one may be restarted by other test runs, and the replacement workers this
@@ -84,7 +113,8 @@ async def _poison_runs(
         await clean.start(workers=3, worker_env=WORKER_ENV)
         await clean.submit(healthy, concurrency=8)
         await clean.drain(ctx.pick(600, 300, 90))
-        clean_rate = await _healthy_rate(clean)
+        clean_run = await _healthy_run(clean)
+        clean_rate = clean_run.rate
     async with chaos_run(
         ctx, "poison", llm=llm, concurrency=16, delivery_limit=limit, amqp_url=amqp_url
     ) as run:
@@ -110,8 +140,8 @@ async def _poison_runs(
         async def kill_poison_callers(control: httpx.AsyncClient) -> None:
             nonlocal kills
             while True:
-                calls, callers = await llm.watch_conversations(model, control)
-                new = [c for c, n in calls.items() if POISON in c and n > seen.get(c, 0)]
+                calls, callers = await llm.watch_conversations(model, control, contains=POISON)
+                new = [c for c, n in calls.items() if n > seen.get(c, 0)]
                 # /proc read only when a poison call came: the suite shares the machine and the submitter's
                 # event loop with what it measures.
                 for conversation in new:
@@ -136,7 +166,8 @@ async def _poison_runs(
         poisoned = {t for t, text in run.submissions.accepted.items() if text.endswith(POISON)}
         await run.judge(out, expected=dict.fromkeys(poisoned, "dead_lettered"))
         out.drain_s = drained
-        rate = await _healthy_rate(run)
+        poison_run = await _healthy_run(run)
+        rate = poison_run.rate
         ratio = None if rate is None or not clean_rate else rate / clean_rate
         async with run.store() as conn:
             reasons = await conn.fetch(
@@ -161,7 +192,8 @@ async def _poison_runs(
         if ratio is not None and clean_rate is not None and rate is not None:
             verdict = "met" if ratio >= 0.9 else "NOT met"
             out.note(
-                f"healthy {rate:.1f}/s vs clean run {clean_rate:.1f}/s: {ratio:.0%} (target >= 90 %: {verdict})"
+                f"healthy {rate:.1f}/s ({poison_run.describe()}) vs clean run {clean_rate:.1f}/s"
+                f" ({clean_run.describe()}): {ratio:.0%} (target >= 90 %: {verdict})"
             )
 
 
