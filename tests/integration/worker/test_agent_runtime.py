@@ -46,6 +46,18 @@ class Shout(Tool):
         return str(arguments["word"]) * 1000
 
 
+class FakeFetch(Tool):
+    """Stands in for http_fetch (same name): a page for any URL but /missing."""
+
+    name = "http_fetch"
+    description = "fetch a page"
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"url": {"type": "string"}}}
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        status = 404 if str(arguments["url"]).endswith("/missing") else 200
+        return f"HTTP {status}\ncontent-type: text/html\n\nAldermoor was founded in 1962."
+
+
 def spec(**overrides: Any) -> SpecialistSpec:
     fields: dict[str, Any] = {
         "name": "general",
@@ -141,6 +153,22 @@ async def test_the_tool_calls_of_one_reply_are_bounded(
     )
     ids = [c["id"] for c in second["messages"][-6]["tool_calls"]]
     assert ids == [m["tool_call_id"] for m in second["messages"] if m["role"] == "tool"]
+
+
+async def test_an_answer_from_fetched_pages_lists_those_it_does_not_cite(
+    client: openai.AsyncOpenAI, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    page, missing = "http://127.0.0.1:1/about", "http://127.0.0.1:1/missing"
+    calls = [{"name": "http_fetch", "arguments": {"url": url}} for url in (page, missing)]
+    await devllm.script(model, [{"tool_calls": calls}, {"content": "Founded in 1962."}])
+    researcher = agent(client, model, ToolRegistry([FakeFetch()]), tools=["http_fetch"])
+    result = await researcher.run("When was Aldermoor founded?")
+    assert result.output == f"Founded in 1962.\n\nSources:\n- {page}"  # the page that loaded only
+    cited = devllm.new_model()
+    await devllm.script(cited, [{"tool_calls": calls[:1]}, {"content": f"Founded in 1962 ({page})."}])
+    result = await agent(client, cited, ToolRegistry([FakeFetch()]), tools=["http_fetch"]).run("When?")
+    assert result.output == f"Founded in 1962 ({page})."
 
 
 async def test_no_tools_offered_when_the_specialist_has_none(

@@ -40,6 +40,7 @@ from taskyard_worker.llm_calls import (
     reply_of,
     usage_of,
 )
+from taskyard_worker.sources import with_sources
 from taskyard_worker.text_tool_calls import Verdict, as_tool_calls, correction
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
@@ -172,7 +173,8 @@ class Agent:
             trace.tool_calls.extend(state.tool_calls)
         if state.final_answer is not None:
             # The answer was recorded before the attempt that got it could complete the task.
-            return AgentResult(state.final_answer, trace.steps, list(trace.tool_calls), trace.usage)
+            answer = with_sources(state.final_answer, state.messages)
+            return AgentResult(answer, trace.steps, list(trace.tool_calls), trace.usage)
         try:
             async with asyncio.timeout(limit) as deadline:
                 return await self._loop(
@@ -242,7 +244,8 @@ class Agent:
                 trace.unrecorded += used
             calls = tool_calls_of(reply)
             if not calls:
-                content = reply["content"]
+                # The pages it read and does not cite are listed after it (``sources``).
+                content = with_sources(reply["content"], messages)
                 return AgentResult(content, trace.steps, list(trace.tool_calls), trace.usage)
             if trace.steps >= self.spec.max_steps:
                 break  # no call left to read the results: running the tools would be wasted work
