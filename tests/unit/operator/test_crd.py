@@ -135,6 +135,7 @@ INVALID = {
     ),
     "bad env name": lambda o: o["spec"].update(pod={"env": [{"name": "1A", "value": "1"}]}),
     "name not a specialist name (CEL)": lambda o: o["metadata"].update(name="Translator.v2"),
+    "a tool required first, none given (CEL)": lambda o: o["spec"].update(require_tool_first=True, tools=[]),
 }
 
 

@@ -41,6 +41,10 @@ class SpecialistSpec(BaseModel):
     # entry's endpoint, prices, limits and fallbacks; any other name is sent as is to the configured endpoint.
     model: str | None = None
     tools: tuple[str, ...] = ()
+    # The first step must call one of ``tools`` (the model's first call is sent with ``tool_choice:
+    # "required"``): for a specialist whose answers must come from a tool, such as a researcher that must
+    # read a page before it answers. Later steps leave the choice to the model.
+    require_tool_first: bool = False
     max_steps: int = Field(default=6, ge=1, le=100)
     # Run time of one attempt; a task may ask for another value up to max_timeout_seconds.
     timeout_seconds: float = Field(default=300.0, gt=0)
@@ -67,6 +71,8 @@ class SpecialistSpec(BaseModel):
             raise ValueError("timeout_seconds must not exceed max_timeout_seconds")
         if self.backoff_base_seconds > self.backoff_max_seconds:
             raise ValueError("backoff_base_seconds must not exceed backoff_max_seconds")
+        if self.require_tool_first and not self.tools:
+            raise ValueError("require_tool_first needs at least one tool")
         return self
 
 

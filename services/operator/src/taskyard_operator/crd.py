@@ -27,6 +27,7 @@ DESCRIPTIONS = {
     "instructions": "The specialist's system prompt.",
     "model": "The LLM model; empty: TASKYARD_LLM_MODEL.",
     "tools": "Tools the agent may call (calculator, http_fetch).",
+    "require_tool_first": "The first step must call one of the tools (tool_choice: required on the first call).",
     "max_steps": "Agent steps (LLM call and tool calls) per attempt.",
     "timeout_seconds": "Run time of one attempt; a task may ask for up to max_timeout_seconds.",
     "max_timeout_seconds": "The longest run time a task may ask for.",
@@ -65,6 +66,10 @@ SPEC_RULES = [
     {
         "rule": "!has(self.backoff_base_seconds) || !has(self.backoff_max_seconds) || self.backoff_base_seconds <= self.backoff_max_seconds",
         "message": "backoff_base_seconds must not exceed backoff_max_seconds",
+    },
+    {
+        "rule": "!has(self.require_tool_first) || !self.require_tool_first || (has(self.tools) && size(self.tools) > 0)",
+        "message": "require_tool_first needs at least one tool",
     },
 ]
 SCALING_RULES = [
