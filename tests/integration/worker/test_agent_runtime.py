@@ -171,6 +171,22 @@ async def test_an_answer_from_fetched_pages_lists_those_it_does_not_cite(
     assert result.output == f"Founded in 1962 ({page})."
 
 
+async def test_a_specialist_that_requires_a_tool_first_asks_for_one_on_its_first_call_only(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    step = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1 + 1"}}]}
+    await devllm.script(model, [step, {"content": "2"}])
+    result = await agent(client, model, tools, require_tool_first=True).run("1 + 1?")
+    assert result.output == "2"
+    first, second = await devllm.requests(model)
+    assert first["tool_choice"] == "required" and "tool_choice" not in second
+    plain = devllm.new_model()
+    await agent(client, plain, tools).run("hello")
+    [request] = await devllm.requests(plain)
+    assert "tool_choice" not in request
+
+
 async def test_no_tools_offered_when_the_specialist_has_none(
     client: openai.AsyncOpenAI, devllm: DevLlm
 ) -> None:

@@ -207,6 +207,8 @@ class Agent:
             body: dict[str, Any] = {"model": self.model, "messages": messages}
             if self._tool_schemas:
                 body["tools"] = self._tool_schemas
+                if self.spec.require_tool_first and not any(m.get("role") == "tool" for m in messages):
+                    body["tool_choice"] = "required"  # no tool has run yet: this call must make one
             if tokens is not None:
                 tokens.begin(trace.steps + 1)
             called = time.perf_counter()
