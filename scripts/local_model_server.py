@@ -12,7 +12,8 @@ those blocks into OpenAI ``tool_calls``, in a streamed reply (``"stream": true``
 (``stream_with_calls``). A forced tool choice (the router's ``route_task``) is left to llama-cpp-python,
 which holds the arguments to the tool's JSON schema with a grammar. With tools offered and the choice left
 to the model, the reply is held to a grammar too (``tool_grammar``): ``<tool_call>`` blocks whose JSON is an
-envelope of an offered tool and its parameters' schema, or text that opens with neither ``<`` nor ``{{``.
+envelope of an offered tool and its parameters' schema, or text that opens with neither ``<`` nor ``{{``;
+with ``tool_choice: "required"``, the blocks only.
 (A stream carries no usage: llama-cpp-python ignores ``stream_options``.)
 
 And a request fix: the assistant turn that called a tool comes back from OpenAI clients with
@@ -176,22 +177,29 @@ def tool_call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
     return {"oneOf": envelopes}
 
 
-def tool_grammar(envelope_gbnf: str) -> str:
-    """The whole reply's GBNF, given the envelope's (whose ``root`` rule becomes ``tyd-call``)."""
+# ``tool_choice: "required"`` (a specialist whose first step must call a tool): calls only, no text.
+_CALLS_ONLY = _ANSWER_OR_CALLS.replace(
+    "root ::= tyd-calls | tyd-answer tyd-calls?\n", "root ::= tyd-calls\n", 1
+)
+
+
+def tool_grammar(envelope_gbnf: str, *, required: bool = False) -> str:
+    """The whole reply's GBNF, given the envelope's (whose ``root`` rule becomes ``tyd-call``); ``required``:
+    the reply must be calls (``tool_choice: "required"``)."""
     rules = re.sub(r"^root\s*::=", "tyd-call ::=", envelope_gbnf, count=1, flags=re.MULTILINE)
     if not rules.startswith("tyd-call") and "\ntyd-call ::=" not in rules:
         raise ValueError("the envelope grammar has no root rule")
-    return _ANSWER_OR_CALLS + rules
+    return (_CALLS_ONLY if required else _ANSWER_OR_CALLS) + rules
 
 
-def _constrained(tools: list[dict[str, Any]]) -> Any:
+def _constrained(tools: list[dict[str, Any]], *, required: bool = False) -> Any:
     """The grammar that holds a reply to ``tool_grammar`` (None, logged, when the converter cannot: the
     request then goes unconstrained, as before)."""
     try:
         from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
 
         envelope = json_schema_to_gbnf(json.dumps(tool_call_schema(tools)), ["name", "arguments"])
-        return LlamaGrammar.from_string(tool_grammar(envelope), verbose=False)
+        return LlamaGrammar.from_string(tool_grammar(envelope, required=required), verbose=False)
     except Exception as exc:  # no converter, or it failed: serve the request without the constraint
         print(f"taskyard-tools: no tool-call grammar ({exc})", file=sys.stderr)
         return None
@@ -211,7 +219,7 @@ def taskyard_tools(
         raise ValueError("the model file has no chat template: pass another --chat_format")
     offered = bool(tools) and not isinstance(tool_choice, dict) and tool_choice != "none"
     if offered and kwargs.get("grammar") is None and kwargs.get("response_format") is None:
-        kwargs["grammar"] = _constrained(tools or [])
+        kwargs["grammar"] = _constrained(tools or [], required=tool_choice == "required")
     shown = _with_object_arguments(messages)
     nudged = after_tool_results(shown)
     try:

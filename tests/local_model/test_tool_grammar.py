@@ -52,6 +52,13 @@ def test_the_reply_grammar_wraps_the_envelope_rules():
     assert 'tyd-text ::= ([^{\\x00] | "{" [^{\\x00])* "{"?' in grammar
 
 
+def test_a_required_tool_choice_allows_calls_only():
+    envelope = 'root ::= "{" space "}"\nspace ::= " "?'
+    grammar = server.tool_grammar(envelope, required=True)
+    assert grammar.startswith("root ::= tyd-calls\n") and grammar.count("root ::=") == 1
+    assert 'tyd-call ::= "{" space "}"' in grammar
+
+
 def test_an_envelope_grammar_without_root_is_refused():
     with pytest.raises(ValueError, match="no root"):
         server.tool_grammar('space ::= " "?')
