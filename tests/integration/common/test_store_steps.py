@@ -1,6 +1,7 @@
 """Step checkpoints in the real store: recorded only under the lease, once per (step, call), read back in
 conversation order, forgotten on a run from scratch."""
 
+import asyncio
 import uuid
 
 import pytest
@@ -93,3 +94,14 @@ async def test_a_resumed_attempt_notes_it_in_the_history(store):
     assert await store.append_attempt_log(task_id, "w", entry)
     assert not await store.append_attempt_log(task_id, "other", entry), "only under the lease"
     assert (await store.get(task_id)).attempt_log == [entry]
+
+
+async def test_concurrent_batches_of_the_same_tasks_never_deadlock(store):
+    # Many statements at once, each adding steps to the same tasks: with a share lock taken first, two of
+    # them could each hold it and wait for the other to update the task (PostgreSQL then fails one).
+    tasks = [await running(store) for _ in range(3)]
+    batches = [[result(t, step, "a") for t in tasks] for step in range(1, 25)]
+    held = await asyncio.gather(*(store.record_steps(batch, owner="w") for batch in batches))
+    assert all(h == set(tasks) for h in held)
+    for task_id in tasks:
+        assert len(await store.steps(task_id)) == len(batches)

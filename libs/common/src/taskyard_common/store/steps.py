@@ -1,7 +1,7 @@
 """Step checkpoints of durable agent runs: recorded under the lease, read back by the next attempt.
 
 Recording is conditional like every transition: only the worker holding the task's lease may add steps
-(the row is share-locked for the insert, so a lease taken over meanwhile waits for it or refuses it), and a
+(the row is locked for the insert, so a lease taken over meanwhile waits for it or refuses it), and a
 step already recorded (same task, step and call id) is kept as it was: a tool call's recorded result is
 reused, never run again. A step's token usage is added to the task's when the step is recorded, and only
 then: each LLM call counts once. Many steps of many tasks go in one statement (the worker batches the steps its
@@ -22,13 +22,15 @@ from taskyard_common.store.records import Step
 # The tasks of the batch that ``owner`` still runs, locked in id order (as the heartbeat locks them, so
 # concurrent statements of one worker never deadlock), then their new steps, their size and usage added to
 # the task, and one event per new step (``llm_call`` for a reply, ``tool_call`` for a result), numbered
-# after the task's last.
+# after the task's last. The lock is the one the update below needs (``FOR NO KEY UPDATE``), not a share
+# lock: two statements that share-locked the same task would each wait for the other to update it, and
+# PostgreSQL broke that deadlock by failing one of them (9 of 5,000 no-op bench tasks failed so).
 RECORD_STEPS = (
     "WITH s AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bool[],"
     " $7::int[], $9::text[], $10::float8[]) AS s(task_id, step, call_id, message, usage, ok, bytes, name,"
     " latency_ms)),"
     " held AS (SELECT id FROM tasks WHERE id IN (SELECT task_id FROM s) AND status = 'running'"
-    " AND lease_owner = $8 ORDER BY id FOR SHARE),"
+    " AND lease_owner = $8 ORDER BY id FOR NO KEY UPDATE),"
     " added AS (INSERT INTO task_steps (task_id, step, call_id, message, usage, ok, bytes)"
     " SELECT s.task_id, s.step, s.call_id, s.message::jsonb, s.usage::jsonb, s.ok, s.bytes"
     " FROM s JOIN held ON held.id = s.task_id ON CONFLICT (task_id, step, call_id) DO NOTHING"
