@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -184,11 +185,15 @@ class TaskTimes:
     created: float
     started: float | None
     finished: float | None
+    # Why it did not complete: the error's type (failed) or the dead letter's reason; None otherwise.
+    why: str | None = None
 
 
 async def task_times(conn: asyncpg.Connection, schema: str, tag: str) -> list[TaskTimes]:
     records = await conn.fetch(
-        f"SELECT status, created_at, started_at, finished_at FROM {_table(schema)} WHERE metadata->>'bench' = $1",
+        "SELECT status, created_at, started_at, finished_at,"
+        " COALESCE(error->>'type', dead_letter->>'reason') AS why"
+        f" FROM {_table(schema)} WHERE metadata->>'bench' = $1",
         tag,
     )
     return [
@@ -197,6 +202,7 @@ async def task_times(conn: asyncpg.Connection, schema: str, tag: str) -> list[Ta
             r["created_at"].timestamp(),
             r["started_at"].timestamp() if r["started_at"] else None,
             r["finished_at"].timestamp() if r["finished_at"] else None,
+            r["why"],
         )
         for r in records
     ]
@@ -212,9 +218,10 @@ def summarise_e2e(row: Row, times: list[TaskTimes], first_submit: float) -> None
         latencies = [(t.finished or 0) - t.created for t in completed]
         row.p50_ms = _ms(percentile(latencies, 50))
         row.p99_ms = _ms(percentile(latencies, 99))
-    others = len(times) - len(completed)
+    others = Counter(f"{t.status} ({t.why})" if t.why else t.status for t in times if t.status != "completed")
     if others:
-        row.note = (row.note + "; " if row.note else "") + f"{others} not completed"
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(others.items()))
+        row.note = (row.note + "; " if row.note else "") + f"{sum(others.values())} not completed: {kinds}"
 
 
 def _ms(seconds: float | None) -> float | None:
