@@ -10,7 +10,8 @@ import pytest
 
 from taskyard_api.submission.inserts import TaskInserter
 from taskyard_api.submission.published import PublishedMarker
-from taskyard_common.store import NewTask, PostgresTaskStore, TaskRecord
+from taskyard_common.messages import RoutingDecision, RoutingMethod
+from taskyard_common.store import NewTask, PostgresTaskStore, Step, TaskRecord
 from taskyard_common.store.rate_limits import RateLimitStore
 from tests.integration.api.conftest import MakeSettings, created, serve
 from tests.support.polling import eventually
@@ -24,6 +25,29 @@ async def test_mark_published_many_marks_only_unpublished_rows(store: PostgresTa
     assert (await store.get(first.id)).published_at == before  # never moved
     assert (await store.get(second.id)).published_at is not None
     assert (await store.get(third.id)).published_at is None
+
+
+async def test_marking_never_deadlocks_with_a_workers_checkpoints(store: PostgresTaskStore):
+    # A batch marked published while its tasks already run: the worker's checkpoint batches lock the same
+    # rows in id order, and so must the marker (in scan order the two deadlocked).
+    decision = RoutingDecision(
+        method=RoutingMethod.EXPLICIT, specialist="general", reason="r", confidence=1.0
+    )
+    tasks = [await created(store) for _ in range(8)]
+    for task in tasks:
+        assert await store.route(task.id, decision)
+        assert (await store.start(task.id, owner="w", lease_seconds=30, attempt=1)).record is not None
+    ids = [t.id for t in tasks]
+
+    def step(task_id: uuid.UUID, n: int) -> Step:
+        return Step(task_id=task_id, step=n, message={"role": "assistant", "content": f"answer {n}"})
+
+    checkpoints = [store.record_steps([step(i, n) for i in ids], owner="w") for n in range(1, 16)]
+    marks = [store.mark_published_many(ids[::-1] if n % 2 else ids) for n in range(15)]
+    outcomes = await asyncio.gather(*checkpoints, *marks)
+    assert all(held == set(ids) for held in outcomes[: len(checkpoints)])
+    assert sum(outcomes[len(checkpoints) :]) == len(ids)  # each task marked once
+    assert [len(await store.steps(i)) for i in ids] == [15] * len(ids)
 
 
 async def test_the_marker_batches_and_flushes_what_is_left_when_closed(store: PostgresTaskStore):

@@ -43,10 +43,15 @@ class SubmissionQueries(PoolStore):
         )
 
     async def mark_published_many(self, task_ids: Sequence[UUID]) -> int:
-        """``mark_published`` for many tasks in one statement (the API's write-behind); how many changed."""
+        """``mark_published`` for many tasks in one statement (the API's write-behind); how many changed.
+        The rows are locked in id order first, as the worker's statements over many tasks lock them
+        (heartbeat, step checkpoints): updated in scan order, a batch whose tasks are already running
+        deadlocked with a worker's checkpoint batch, and PostgreSQL failed the worker's statement."""
         rows = await self._fetch(
-            "UPDATE tasks SET published_at = clock_timestamp()"
-            " WHERE id = ANY($1::uuid[]) AND published_at IS NULL RETURNING id",
+            "WITH locked AS (SELECT id FROM tasks WHERE id = ANY($1::uuid[]) AND published_at IS NULL"
+            " ORDER BY id FOR NO KEY UPDATE)"
+            " UPDATE tasks SET published_at = clock_timestamp() FROM locked"
+            " WHERE tasks.id = locked.id AND tasks.published_at IS NULL RETURNING tasks.id",
             list(task_ids),
         )
         return len(rows)
