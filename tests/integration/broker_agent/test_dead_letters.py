@@ -85,39 +85,32 @@ async def test_redelivered_past_the_delivery_limit_its_task_never_started(
     assert counter("taskyard_dead_letters_total", reason="delivery_limit") == before + 1
 
 
-async def test_redelivered_past_the_delivery_limit_its_task_started(
-    run_agent, bus, routed_task, store, amqp_settings
+@pytest.mark.parametrize(
+    ("ended_by_supervisor", "returns"),
+    [
+        # Its lease held (or run out): a poison that kills its worker once running, nobody saw the worker
+        # die. Dead-lettered at the first limit.
+        (False, 0),
+        # Started by a worker child whose supervisor saw it die (the lease it ended), then handed back
+        # unread by the children forked after it: returned like a task never started, MAX_RETURNS times.
+        (True, MAX_RETURNS),
+    ],
+    ids=["its_task_started", "after_its_worker_child_died"],
+)
+async def test_redelivered_past_the_delivery_limit_once_started(
+    run_agent, bus, routed_task, store, amqp_settings, ended_by_supervisor, returns
 ):
-    # A task that started, its lease held or run out (a poison that kills its worker once running, nobody
-    # saw the worker die): dead-lettered at the first limit.
     work = await routed_task("researcher")
     queue_name = bus.topology.specialist_queue("researcher")
     returned = counter("taskyard_dead_letters_returned_total")
     await store.start(work.task_id, owner="worker-1", lease_seconds=600, attempt=1)
+    if ended_by_supervisor:
+        assert await store.expire_leases("worker-1") == 1
     async with run_agent():
         await bus.send_work(work)
         deliveries = await _reject_until_dead_lettered(bus, store, queue_name, work.task_id)
-    assert deliveries == amqp_settings.delivery_limit + 1
-    assert counter("taskyard_dead_letters_returned_total") == returned
-    letter = await store.get_dead_letter(work.task_id)
-    assert letter.reason == "delivery_limit"
-
-
-async def test_redelivered_past_the_delivery_limit_after_its_worker_child_died(
-    run_agent, bus, routed_task, store, amqp_settings
-):
-    # Started by a worker child whose supervisor saw it die (the lease it ended), then handed back unread by
-    # the children forked after it: returned like a task never started, MAX_RETURNS times.
-    work = await routed_task("researcher")
-    queue_name = bus.topology.specialist_queue("researcher")
-    returned = counter("taskyard_dead_letters_returned_total")
-    await store.start(work.task_id, owner="worker-1", lease_seconds=600, attempt=1)
-    assert await store.expire_leases("worker-1") == 1
-    async with run_agent():
-        await bus.send_work(work)
-        deliveries = await _reject_until_dead_lettered(bus, store, queue_name, work.task_id)
-    assert deliveries == (amqp_settings.delivery_limit + 1) * (MAX_RETURNS + 1)
-    assert counter("taskyard_dead_letters_returned_total") == returned + MAX_RETURNS
+    assert deliveries == (amqp_settings.delivery_limit + 1) * (returns + 1)
+    assert counter("taskyard_dead_letters_returned_total") == returned + returns
     assert (await store.get_dead_letter(work.task_id)).reason == "delivery_limit"
 
 
