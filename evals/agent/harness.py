@@ -83,7 +83,7 @@ def _local_model(log_dir: Path) -> Iterator[tuple[str, str]]:
     from taskyard_devkit.readiness import wait_http_ok_sync
 
     layout = Layout()
-    if runtime.runtime_version(layout) != runtime.RUNTIME_VERSION or (
+    if not runtime.runtime_ready(layout) or (
         configured_model_path() is None and not weights.model_verified(layout)
     ):
         raise SystemExit("the local model is not prepared: run `make local-model` first")

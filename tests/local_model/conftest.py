@@ -51,7 +51,7 @@ def local_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     layout = Layout()
     model = configured_model_path() or layout.model
     missing = []
-    if runtime.runtime_version(layout) != runtime.RUNTIME_VERSION:
+    if not runtime.runtime_ready(layout):
         missing.append(f"the runtime ({runtime.RUNTIME} in {layout.venv})")
     if configured_model_path() is None and not weights.model_verified(layout):
         missing.append(f"the verified weights ({layout.model})")

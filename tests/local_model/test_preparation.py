@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -308,3 +309,28 @@ async def test_the_middleware_hands_the_fixed_body_on_with_its_length():
 )
 def test_the_build_shows_its_progress(line: str, note: str | None):
     assert runtime.build_progress(line) == note
+
+
+def test_an_x86_build_leaves_the_amx_kernels_out_and_keeps_the_users_cmake_args():
+    env = runtime.build_env({"CMAKE_ARGS": "-DGGML_BLAS=ON", "PATH": "/bin"}, "x86_64")
+    args = shlex.split(env["CMAKE_ARGS"])
+    assert args[0] == "-DGGML_BLAS=ON"
+    for flags in ("-DCMAKE_C_FLAGS=", "-DCMAKE_CXX_FLAGS="):
+        (arg,) = [a for a in args if a.startswith(flags)]
+        assert arg.removeprefix(flags).split() == ["-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"]
+    assert env["PATH"] == "/bin" and int(env["CMAKE_BUILD_PARALLEL_LEVEL"]) >= 1
+
+
+def test_other_machines_build_with_their_own_flags():
+    # -mno-amx-* is an x86 option: an ARM compiler would refuse it.
+    assert "CMAKE_ARGS" not in runtime.build_env({}, "aarch64")
+    assert runtime.build_env({"CMAKE_ARGS": "-DX=1"}, "arm64")["CMAKE_ARGS"] == "-DX=1"
+
+
+def test_a_runtime_without_this_build_id_is_not_ready(tmp_path: Path):
+    # A runtime compiled before the AMX change imports the same version; only its build id tells it apart.
+    layout = Layout(state=tmp_path)
+    assert not runtime.runtime_ready(layout)
+    layout.venv.mkdir(parents=True)
+    layout.runtime_build.write_text("0.3.36\n")
+    assert not runtime.runtime_ready(layout)

@@ -26,6 +26,11 @@ class Layout:
         return self.venv / "bin" / "python"
 
     @property
+    def runtime_build(self) -> Path:
+        """The build id of the compiled runtime (``runtime.RUNTIME_BUILD``), written after a build."""
+        return self.venv / "taskyard-build"
+
+    @property
     def build_log(self) -> Path:
         return self.state / "llm-build.log"
 

@@ -3,11 +3,17 @@
 Compiled rather than installed from a wheel so that llama.cpp uses this CPU's instructions; that takes a
 few minutes, once. The compiler's output goes to a log and its progress to the screen, so a long first run
 shows it is moving.
+
+Except AMX: on x86-64 the build leaves llama.cpp's AMX kernels out. ``-march=native`` turns them on wherever
+the CPU reports AMX, and on such a host (a Sapphire Rapids VM here) the first decode of the Q4_K_M model
+crashed the server with a segmentation fault (also reported as ggml-org/llama.cpp#20824); AVX-512 and
+AVX-VNNI stay. A runtime built before this change is rebuilt once: its build id differs.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -25,6 +31,9 @@ from taskyard_devkit.local_model.venv import ensure_venv, uv
 
 RUNTIME = "llama-cpp-python[server]==0.3.36"
 RUNTIME_VERSION = "0.3.36"
+# How the runtime was compiled; written into the venv after a build, so that a change here rebuilds it.
+RUNTIME_BUILD = f"{RUNTIME_VERSION}+no-amx"
+_NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 # What the runtime pulled in when it was measured: a later release of a dependency cannot change it.
 RUNTIME_CONSTRAINTS = """
 annotated-doc==0.0.7
@@ -62,6 +71,25 @@ def runtime_version(layout: Layout) -> str | None:
         [str(layout.python), "-c", probe], capture_output=True, text=True, timeout=120, check=False
     )
     return result.stdout.strip() if result.returncode == 0 else None
+
+
+def runtime_ready(layout: Layout) -> bool:
+    """Whether the runtime venv imports the pinned version and was compiled the way this module compiles it."""
+    try:
+        build = layout.runtime_build.read_text().strip()
+    except OSError:
+        return False
+    return build == RUNTIME_BUILD and runtime_version(layout) == RUNTIME_VERSION
+
+
+def build_env(environ: dict[str, str], machine: str) -> dict[str, str]:
+    """The compile's environment: every core, and on x86-64 the AMX instructions off (the module's doc says
+    why) whatever ``-march=native`` finds. A ``CMAKE_ARGS`` the user set is kept, these flags after it."""
+    env = {**environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
+    if machine.lower() in ("x86_64", "amd64"):
+        no_amx = f'-DCMAKE_C_FLAGS="{_NO_AMX}" -DCMAKE_CXX_FLAGS="{_NO_AMX}"'
+        env["CMAKE_ARGS"] = f"{environ['CMAKE_ARGS']} {no_amx}" if environ.get("CMAKE_ARGS") else no_amx
+    return env
 
 
 def _ensure_compiler(say: Say) -> None:
@@ -110,9 +138,11 @@ def _build_runtime(layout: Layout, say: Say) -> None:
     screen (every few seconds, and a heartbeat while a long step runs)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as constraints:
         constraints.write(RUNTIME_CONSTRAINTS)
-    argv = [uv(), "pip", "install", "-v", "--python", str(layout.python), "-c", constraints.name, RUNTIME]
+    # --reinstall: a runtime compiled another way is replaced, not kept because its version matches.
+    argv = [uv(), "pip", "install", "-v", "--reinstall-package", "llama-cpp-python", "--no-cache"]
+    argv += ["--python", str(layout.python), "-c", constraints.name, RUNTIME]
     # Every core: the compile is the long part of a first run.
-    env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
+    env = build_env(dict(os.environ), platform.machine())
     started = time.monotonic()
     last = _Shown(at=started)
     done = threading.Event()
@@ -153,7 +183,7 @@ def _build_runtime(layout: Layout, say: Say) -> None:
 
 
 def ensure_runtime(layout: Layout, say: Say = feedback.say) -> None:
-    if runtime_version(layout) == RUNTIME_VERSION:
+    if runtime_ready(layout):
         return
     say(
         f"building the model server ({RUNTIME}) into {shown(layout.venv)}: it compiles "
@@ -164,3 +194,4 @@ def ensure_runtime(layout: Layout, say: Say = feedback.say) -> None:
     _build_runtime(layout, say)
     if runtime_version(layout) != RUNTIME_VERSION:
         raise LocalModelError(f"{RUNTIME} installed but does not import; see {layout.build_log}")
+    layout.runtime_build.write_text(RUNTIME_BUILD + "\n")
