@@ -15,8 +15,11 @@ from typing import Any
 
 from taskyard_worker.text_tool_calls import looks_like_tool_call
 
-# A number as people write it: 1,234.5  -3  12.50  0.75 (a thousands comma only between digit groups).
-_NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])-?\d+(?:\.\d+)?")
+# A number as people write it: 1,234.5  -3  12.50  0.75 (a thousands comma only between digit groups), a
+# unit written against it included: 1,200m is 1200.
+_NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|(?<![\w.])-?\d+(?:\.\d+)?")
+# An ordinal's ending after its digits ("July 3rd" says "July 3").
+_ORDINAL = re.compile(r"(?<=\d)(?:st|nd|rd|th)\b")
 # A list marker at the start of a line ("1. ", "2) ") is not a claim about the source.
 _LIST_MARKER = re.compile(r"^\s*\d{1,2}[.)]\s", re.MULTILINE)
 # Tool-call text a small model may leave in its answer besides what ``looks_like_tool_call`` reads: the
@@ -85,7 +88,7 @@ def _written(answer: str, spelling: str) -> bool:
 def check_facts(answer: str, facts: Sequence[Sequence[str]]) -> list[str]:
     """Each fact (a list of acceptable spellings) appears in the answer as whole words, case-insensitively; a
     spelling that is a number matches the same number written differently (``1,047`` for ``1047``)."""
-    text = " ".join(answer.lower().split())
+    text = _ORDINAL.sub("", " ".join(answer.lower().split()))
     numbers = set(numbers_in(answer))
     problems = []
     for options in facts:

@@ -77,6 +77,15 @@ def test_check_facts() -> None:
     assert checks.check_facts("A planet.", [["lane"]]) == ["missing fact 'lane'"]
 
 
+def test_a_unit_against_a_grouped_number_and_an_ordinal_ending_keep_the_number() -> None:
+    assert checks.numbers_in("roads above 1,200m and 35cm of snow") == [Decimal(1200), Decimal(35)]
+    answer = "The wing opens on July 3rd; roads above 1,200m may close."
+    assert checks.check_facts(answer, [["3 July", "July 3"], ["1,200"]]) == []
+    assert checks.check_facts("It opens July 13th.", [["July 3"]]) == ["missing fact 'July 3'"]
+    # The ending goes only after digits: "north" keeps its letters.
+    assert checks.check_facts("Heading north.", [["north"]]) == []
+
+
 def test_no_new_numbers() -> None:
     source = "Revenue grew 8% to 42 million. Churn fell to 3.1%. Two new stores opened on 14 May."
     assert checks.check_no_new_numbers("TL;DR: revenue +8%, 42 million, churn 3.1%.", source) == []
