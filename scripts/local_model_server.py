@@ -150,9 +150,13 @@ def _closing_call(content: str, tool_names: set[str]) -> tuple[list[dict[str, An
 # anywhere: the doubled braces issue 20 saw stored as answers, which the model also wrote after an answer
 # worked out in its head (recorded with this grammar's first version, which only held the opening). A call it
 # still writes as text after its answer is a single-brace object, which ``parse_calls`` reads.
+# At most four calls in one reply: under ``tool_choice: "required"`` the 1.5B model wrote the same call again
+# and again, block after block, until a task's 300 s ran out (refund tickets, 2026-12-02); four is more than
+# the parallel calls a reply of it needed (pages fetched side by side).
 # Rule names carry a ``tyd-`` prefix so they cannot meet the converter's (named after schema properties).
 _ANSWER_OR_CALLS = r"""root ::= tyd-calls | tyd-answer tyd-calls?
-tyd-calls ::= ("<tool_call>\n" tyd-call "\n</tool_call>" "\n"?)+
+tyd-calls ::= tyd-block (tyd-block (tyd-block tyd-block?)?)?
+tyd-block ::= "<tool_call>\n" tyd-call "\n</tool_call>" "\n"?
 tyd-answer ::= [^<{ \t\n\x00] tyd-text | "{" [^{\x00] tyd-text
 tyd-text ::= ([^{\x00] | "{" [^{\x00])* "{"?
 """

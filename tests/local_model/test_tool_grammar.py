@@ -47,7 +47,9 @@ def test_the_reply_grammar_wraps_the_envelope_rules():
     assert 'tyd-call ::= "{" space arguments "}"' in grammar
     assert grammar.count("root ::=") == 1
     # A call only in the template's blocks; an answer never opens with "<" or a space, and holds no "{{".
-    assert 'tyd-calls ::= ("<tool_call>\\n" tyd-call "\\n</tool_call>" "\\n"?)+' in grammar
+    assert 'tyd-block ::= "<tool_call>\\n" tyd-call "\\n</tool_call>" "\\n"?' in grammar
+    # One to four blocks: a model repeating a call cannot write blocks until its task times out.
+    assert "tyd-calls ::= tyd-block (tyd-block (tyd-block tyd-block?)?)?" in grammar
     assert 'tyd-answer ::= [^<{ \\t\\n\\x00] tyd-text | "{" [^{\\x00] tyd-text' in grammar
     assert 'tyd-text ::= ([^{\\x00] | "{" [^{\\x00])* "{"?' in grammar
 
