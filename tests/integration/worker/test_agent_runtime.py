@@ -187,6 +187,20 @@ async def test_a_specialist_that_requires_a_tool_first_asks_for_one_on_its_first
     assert "tool_choice" not in request
 
 
+async def test_a_tool_is_required_first_only_for_inputs_that_match_the_specialists_patterns(
+    client: openai.AsyncOpenAI, tools: ToolRegistry, devllm: DevLlm
+) -> None:
+    model = devllm.new_model()
+    step = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "48 * 27"}}]}
+    await devllm.script(model, [step, {"content": "1296"}, {"content": "Hello!"}])
+    computing = agent(client, model, tools, require_tool_first_when=[r"\d\s+(?:times|mal)\s+\d"])
+    assert (await computing.run({"question": "Wie viel ist 48 MAL 27?"})).output == "1296"
+    assert (await computing.run("Say hello")).output == "Hello!"
+    first, second, greeting = await devllm.requests(model)
+    assert first["tool_choice"] == "required" and "tool_choice" not in second
+    assert "tool_choice" not in greeting and greeting["tools"]
+
+
 async def test_no_tools_offered_when_the_specialist_has_none(
     client: openai.AsyncOpenAI, devllm: DevLlm
 ) -> None:

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from taskyard_common.catalog import CatalogError, load_catalog, parse_catalog
+from taskyard_common.catalog import TOOL_FIRST_SCAN_CHARS, CatalogError, load_catalog, parse_catalog
 
 MINIMAL = """
 apiVersion: taskyard.dev/v1alpha1
@@ -58,3 +58,33 @@ def test_examples_are_optional_and_bounded():
     for bad in ('[""]', f'["{"x" * 501}"]'):
         with pytest.raises(CatalogError, match="invalid catalog"):
             parse_catalog(MINIMAL + f"    examples: {bad}\n")
+
+
+def test_a_tool_first_pattern_reads_the_start_of_the_input_case_insensitively():
+    text = MINIMAL + "    tools: [calculator]\n    require_tool_first_when: ['\\d\\s+times\\s+\\d']\n"
+    spec = parse_catalog(text).get("general")
+    assert spec.tool_first_for("What is 7 TIMES 8?")
+    assert not spec.tool_first_for("Write a poem")
+    # Only the first TOOL_FIRST_SCAN_CHARS: a pattern's cost does not grow with a 256 KiB input.
+    assert not spec.tool_first_for("x" * TOOL_FIRST_SCAN_CHARS + " 7 times 8")
+    always = parse_catalog(MINIMAL + "    tools: [calculator]\n    require_tool_first: true\n").get("general")
+    assert always.tool_first_for("Write a poem") and not parse_catalog(MINIMAL).get("general").tool_first_for(
+        "1 times 2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ("    require_tool_first_when: ['x']\n", "needs at least one tool"),
+        ("    tools: [calculator]\n    require_tool_first_when: ['(unclosed']\n", "not a regular expression"),
+        (
+            "    tools: [calculator]\n    require_tool_first: true\n    require_tool_first_when: ['x']\n",
+            "exclude",
+        ),
+    ],
+)
+def test_bad_tool_first_settings_are_refused(fields: str, message: str):
+    with pytest.raises(CatalogError, match=message):
+        parse_catalog(MINIMAL + fields)
+

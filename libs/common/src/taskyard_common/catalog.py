@@ -6,6 +6,8 @@ Kubernetes conventions where they differ from nothing else.
 
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -16,6 +18,14 @@ from taskyard_common.messages import SpecialistName
 from taskyard_common.model_specs import ModelSpec, check_models
 
 CATALOG_API_VERSION: Final = "taskyard.dev/v1alpha1"
+# How much of a task's input ``require_tool_first_when`` reads: the request is at its start, and a pattern's
+# cost stays bounded whatever the input's size (up to 256 KiB).
+TOOL_FIRST_SCAN_CHARS: Final = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
 
 
 class CatalogError(ValueError):
@@ -45,6 +55,12 @@ class SpecialistSpec(BaseModel):
     # "required"``): for a specialist whose answers must come from a tool, such as a researcher that must
     # read a page before it answers. Later steps leave the choice to the model.
     require_tool_first: bool = False
+    # The same, only for a task whose input matches one of these regular expressions (case-insensitive,
+    # searched in the first ``TOOL_FIRST_SCAN_CHARS`` characters of the input's text): for a specialist with
+    # a calculator whose other requests need no tool, arithmetic it must not work out in its head.
+    require_tool_first_when: tuple[Annotated[str, Field(min_length=1, max_length=1000)], ...] = Field(
+        default=(), max_length=20
+    )
     max_steps: int = Field(default=6, ge=1, le=100)
     # Run time of one attempt; a task may ask for another value up to max_timeout_seconds.
     timeout_seconds: float = Field(default=300.0, gt=0)
@@ -73,7 +89,25 @@ class SpecialistSpec(BaseModel):
             raise ValueError("backoff_base_seconds must not exceed backoff_max_seconds")
         if self.require_tool_first and not self.tools:
             raise ValueError("require_tool_first needs at least one tool")
+        if self.require_tool_first_when and not self.tools:
+            raise ValueError("require_tool_first_when needs at least one tool")
+        if self.require_tool_first and self.require_tool_first_when:
+            raise ValueError("require_tool_first (always) and require_tool_first_when exclude each other")
+        for pattern in self.require_tool_first_when:
+            try:
+                _pattern(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"require_tool_first_when: {pattern!r} is not a regular expression: {exc}"
+                ) from None
         return self
+
+    def tool_first_for(self, text: str) -> bool:
+        """Whether a task with this input text must call a tool before it answers."""
+        if self.require_tool_first:
+            return True
+        head = text[:TOOL_FIRST_SCAN_CHARS]
+        return any(_pattern(p).search(head) for p in self.require_tool_first_when)
 
 
 class Catalog(BaseModel):

@@ -28,6 +28,7 @@ DESCRIPTIONS = {
     "model": "The LLM model; empty: TASKYARD_LLM_MODEL.",
     "tools": "Tools the agent may call (calculator, http_fetch).",
     "require_tool_first": "The first step must call one of the tools (tool_choice: required on the first call).",
+    "require_tool_first_when": "The same, only for a task whose input matches one of these regular expressions (case-insensitive).",
     "max_steps": "Agent steps (LLM call and tool calls) per attempt.",
     "timeout_seconds": "Run time of one attempt; a task may ask for up to max_timeout_seconds.",
     "max_timeout_seconds": "The longest run time a task may ask for.",
@@ -70,6 +71,14 @@ SPEC_RULES = [
     {
         "rule": "!has(self.require_tool_first) || !self.require_tool_first || (has(self.tools) && size(self.tools) > 0)",
         "message": "require_tool_first needs at least one tool",
+    },
+    {
+        "rule": "!has(self.require_tool_first_when) || size(self.require_tool_first_when) == 0 || (has(self.tools) && size(self.tools) > 0)",
+        "message": "require_tool_first_when needs at least one tool",
+    },
+    {
+        "rule": "!has(self.require_tool_first) || !self.require_tool_first || !has(self.require_tool_first_when) || size(self.require_tool_first_when) == 0",
+        "message": "require_tool_first (always) and require_tool_first_when exclude each other",
     },
 ]
 SCALING_RULES = [

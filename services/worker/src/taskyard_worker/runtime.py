@@ -30,7 +30,7 @@ from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.messages import TaskInput, Usage
 from taskyard_common.model_specs import ModelSpec, fallback_chain
 from taskyard_common.store import Step
-from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name
+from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name, user_content
 from taskyard_worker.llm_caller import LlmCaller, ModelRoute
 from taskyard_worker.llm_calls import (
     AttemptTimeout,
@@ -177,8 +177,9 @@ class Agent:
             return AgentResult(answer, trace.steps, list(trace.tool_calls), trace.usage)
         try:
             async with asyncio.timeout(limit) as deadline:
+                tool_first = self.spec.tool_first_for(user_content(task_input))
                 return await self._loop(
-                    state, trace, checkpoint, stop_after_step, tokens, delegation, cost_cap
+                    state, trace, checkpoint, stop_after_step, tokens, delegation, cost_cap, tool_first
                 )
         except TimeoutError:
             if deadline.expired():
@@ -194,6 +195,7 @@ class Agent:
         tokens: TokenStream | None,
         delegation: DelegationLimits | None,
         cost_cap: CostCap | None,
+        tool_first: bool,
     ) -> AgentResult:
         messages = state.messages
         corrected = False  # a garbled tool call is answered with a correction once per attempt
@@ -207,7 +209,7 @@ class Agent:
             body: dict[str, Any] = {"model": self.model, "messages": messages}
             if self._tool_schemas:
                 body["tools"] = self._tool_schemas
-                if self.spec.require_tool_first and not any(m.get("role") == "tool" for m in messages):
+                if tool_first and not any(m.get("role") == "tool" for m in messages):
                     body["tool_choice"] = "required"  # no tool has run yet: this call must make one
             if tokens is not None:
                 tokens.begin(trace.steps + 1)
