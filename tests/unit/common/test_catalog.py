@@ -88,3 +88,20 @@ def test_bad_tool_first_settings_are_refused(fields: str, message: str):
     with pytest.raises(CatalogError, match=message):
         parse_catalog(MINIMAL + fields)
 
+
+def test_the_shipped_general_specialist_computes_with_its_calculator_first(catalog_path: Path):
+    general = load_catalog(catalog_path).get("general")
+    for text in (
+        "What is 12 * (3 + 4)?",
+        "Compute 4821 - 1379.",
+        "Wie viel ist 48 mal 27 plus 310?",
+        "What is the square root of 1,369?",
+        "Сколько будет 731 умножить на 12?",
+    ):
+        assert general.tool_first_for(text), text
+    for text in (
+        "Why is the sky blue?",
+        "Write a birthday message for Sam, 30 today.",
+        "Extract the invoice number and total as JSON: 'INV-2026-0412, total due 1,749.00 EUR'",
+    ):
+        assert not general.tool_first_for(text), text
