@@ -24,6 +24,14 @@ from taskyard_worker.tools.calculator import Calculator, evaluate
         ("min(3, 1, 2) + max(4, 5)", 6),
         ("floor(2.7) + ceil(2.1)", 5),
         ("1.5e3 + 1", 1501.0),
+        # Thousands commas, as people and models write numbers: a tuple is never arithmetic.
+        ("3,456 + 7,891 + 2,222", 13569),
+        ("2,500 / 8 + 0.5", 313),
+        ("1,234,567.5 * 2", 2469135),
+        ("max(1,234)", 234),  # a call's arguments stay arguments
+        ("sum(82, 91, 77, 68, 95) / 5", 82.6),
+        ("mean(82, 91, 77, 68, 95)", 82.6),
+        ("avg(1, 2)", 1.5),
     ],
 )
 def test_evaluates(expression: str, expected: float) -> None:
@@ -47,6 +55,8 @@ def test_evaluates(expression: str, expected: float) -> None:
         "1j * 1j",
         "sqrt(x=4)",
         "max(*[1, 2])",
+        "1,23 + 1",  # not thousands: still a tuple
+        "mean()",
         "sqrt(4)(2)",
         "1; 2",
         "",

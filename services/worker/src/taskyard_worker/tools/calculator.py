@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -41,8 +42,20 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "max": max,
     "floor": math.floor,
     "ceil": math.ceil,
+    # Models reach for these with a list of numbers (an average of five marks): sum(82, 91, 77).
+    "sum": lambda *xs: sum(xs),
+    "mean": lambda *xs: _mean(xs),
+    "avg": lambda *xs: _mean(xs),
 }
+# A number written with thousands commas: 3,456 or 1,234,567.89.
+_GROUPED = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w,])")
 _CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e}
+
+
+def _mean(values: tuple[Number, ...]) -> Number:
+    if not values:
+        raise TypeError("no numbers")  # reported as a wrong number of arguments
+    return sum(values) / len(values)
 
 
 def _check(value: Any) -> Number:
@@ -129,16 +142,29 @@ def evaluate(expression: str) -> Number:
         raise ToolError(f"expression is longer than {MAX_EXPRESSION_CHARS} characters")
     # People (and models) write ^ for powers; Python would read it as xor.
     text = expression.replace("^", "**")
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError):
-        raise ToolError("not a valid arithmetic expression") from None
+    tree = _parse(text)
+    if _has_tuple(tree):
+        # "3,456 + 7,891" parses as tuples, never arithmetic: the commas group thousands. Arguments of a
+        # call are not tuples, so max(1,234) keeps its two numbers.
+        grouped = _parse(_GROUPED.sub(lambda m: m.group(0).replace(",", ""), text))
+        tree = grouped if not _has_tuple(grouped) else tree
     try:
         return _Evaluator().eval(tree)
     except ZeroDivisionError:
         raise ToolError("division by zero") from None
     except (OverflowError, ValueError) as exc:
         raise ToolError(f"cannot compute: {exc}") from None
+
+
+def _parse(text: str) -> ast.Expression:
+    try:
+        return ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        raise ToolError("not a valid arithmetic expression") from None
+
+
+def _has_tuple(tree: ast.AST) -> bool:
+    return any(isinstance(node, ast.Tuple) for node in ast.walk(tree))
 
 
 def format_number(value: Number) -> str:
@@ -151,7 +177,7 @@ class Calculator(Tool):
     name = "calculator"
     description = (
         "Evaluate an arithmetic expression exactly. Supports numbers, + - * / // % ** (or ^), parentheses, "
-        "and the functions sqrt, abs, round, min, max, floor, ceil and the constants pi and e."
+        "the functions sqrt, abs, round, min, max, floor, ceil, sum, mean and avg, and the constants pi and e."
     )
     parameters = {
         "type": "object",
