@@ -78,3 +78,21 @@ async def test_a_call_garbled_again_after_the_correction_fails_the_task(harness:
     assert record.error is not None and record.error.type == "invalid_tool_call"
     assert "web_search" in record.error.message
     assert len(await harness.llm_requests()) == 2
+
+
+async def test_an_answer_that_repeats_the_correction_is_never_stored(harness: Harness) -> None:
+    # What the local model answered a support ticket after a correction (2026-12-02).
+    echo = (
+        "To use a tool, call it through the tool-calling interface (not as text) with one of these names:"
+        " calculator, and its arguments as a JSON object. If you do not need a tool, answer in plain text."
+    )
+    await harness.script(
+        [{"content": '{"name": "web_search", "arguments": {"query": "84"}}'}, {"content": echo}]
+    )
+    failed = counted("failed")
+    message = await harness.submit(QUESTION)
+    async with running_worker(harness.settings, "general"):
+        record = await harness.wait(message.task_id, TaskStatus.FAILED)
+    assert record.result is None and counted("failed") == failed + 1
+    assert record.error is not None and record.error.type == "invalid_tool_call"
+    assert "repeated the correction" in record.error.message

@@ -10,6 +10,7 @@ from taskyard_worker.text_tool_calls import (
     Verdict,
     as_tool_calls,
     correction,
+    echoes_correction,
     looks_like_tool_call,
     read_text_calls,
 )
@@ -68,3 +69,9 @@ def test_a_reply_with_structured_calls_or_an_answer_is_unchanged() -> None:
     assert as_tool_calls(structured, OFFERED) == (structured, read_text_calls("", ()))
     answer = {"role": "assistant", "content": "84"}
     assert as_tool_calls(answer, OFFERED)[0] is answer
+
+
+def test_an_answer_repeating_the_correction_is_recognised():
+    text = correction("not valid JSON", ["calculator"])["content"]
+    assert echoes_correction(text) and echoes_correction(text.split(". ", 1)[1].replace(" ", "\n  "))
+    assert not echoes_correction("Category: billing\nUrgency: high")

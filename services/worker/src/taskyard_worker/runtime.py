@@ -41,7 +41,7 @@ from taskyard_worker.llm_calls import (
     usage_of,
 )
 from taskyard_worker.sources import with_sources
-from taskyard_worker.text_tool_calls import Verdict, as_tool_calls, correction
+from taskyard_worker.text_tool_calls import Verdict, as_tool_calls, correction, echoes_correction
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
 from taskyard_worker.tools.delegate import (
@@ -242,6 +242,11 @@ class Agent:
                 metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "corrected").inc()
                 messages.extend([reply, correction(read.problem, self._tools.names)])
                 continue
+            if corrected and read.verdict is Verdict.ANSWER and echoes_correction(reply.get("content") or ""):
+                # Our own correction given back as the answer: never stored; the task fails as a call garbled twice.
+                trace.unrecorded += used
+                metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "failed").inc()
+                raise InvalidToolCall("the model repeated the correction instead of answering")
             trace.steps += 1
             messages.append(reply)
             if not await self._record(checkpoint, trace.steps, reply, usage=used, latency_ms=latency_ms):

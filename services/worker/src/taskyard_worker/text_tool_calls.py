@@ -153,13 +153,22 @@ def as_tool_calls(reply: dict[str, Any], tools: Collection[str]) -> tuple[dict[s
     return {"role": "assistant", "content": None, "tool_calls": calls}, read
 
 
+# The correction's own words: an answer that holds them repeats the correction instead of answering.
+_CORRECTION_HOW = "call it through the tool-calling interface (not as text)"
+
+
+def echoes_correction(content: str) -> bool:
+    """Whether an answer repeats the correction's instructions (the local 1.5B model answered with them)."""
+    return _CORRECTION_HOW in " ".join(content.split())
+
+
 def correction(problem: str, tools: Collection[str]) -> dict[str, Any]:
     """The message that answers a garbled call once: what went wrong and how to call a tool instead."""
     return {
         "role": "user",
         "content": (
             f"Your last reply looked like a tool call but could not be used: {problem}. "
-            f"To use a tool, call it through the tool-calling interface (not as text) with one of these "
+            f"To use a tool, {_CORRECTION_HOW} with one of these "
             f"names: {', '.join(sorted(tools))}, and its arguments as a JSON object. "
             "If you do not need a tool, answer in plain text."
         ),
