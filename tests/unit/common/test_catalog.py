@@ -96,6 +96,8 @@ def test_the_shipped_general_specialist_computes_with_its_calculator_first(catal
         "Compute 4821 - 1379.",
         "Wie viel ist 48 mal 27 plus 310?",
         "What is the square root of 1,369?",
+        "What is 17.5% of 2,340?",
+        "¿Cuánto es el 15 % de 380?",
         "Сколько будет 731 умножить на 12?",
     ):
         assert general.tool_first_for(text), text
