@@ -87,6 +87,19 @@ async def test_calculator_round_trip(client, devllm):
     assert await devllm.conversations(model) == ({"What is 12 * (3 + 4)?": 2}, {"What is 12 * (3 + 4)?": 1})
 
 
+async def test_a_required_tool_choice_calls_the_calculator_with_the_requests_arithmetic(client, devllm):
+    tools = [{"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}]
+    reply = await client.chat.completions.create(
+        model=devllm.new_model(),
+        messages=[{"role": "user", "content": "What is 12 * (3 + 4)?"}],
+        tools=tools,
+        tool_choice="required",
+    )
+    call = reply.choices[0].message.tool_calls[0]
+    assert call.function.name == "calculator"
+    assert json.loads(call.function.arguments) == {"expression": "12 * (3 + 4)"}
+
+
 async def test_final_answers_are_counted_per_conversation_and_errors_are_not(client, devllm):
     model = devllm.new_model()
     await devllm.script(model, [{"status": 500}])

@@ -91,12 +91,25 @@ def _tool_named(tools: list[dict[str, Any]], name: str) -> dict[str, Any] | None
     return None
 
 
+def _calculator_call(tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A calculator call with the arithmetic the last user message writes, when the calculator is offered."""
+    if _tool_named(tools, "calculator") is None:
+        return None
+    match = _ARITHMETIC.search(_last_user_text(messages))
+    if match is None:
+        return None
+    return {"tool_calls": [{"name": "calculator", "arguments": {"expression": match.group(0).strip()}}]}
+
+
 def reply(request: dict[str, Any]) -> dict[str, Any]:
     """The assistant message (content and/or tool_calls) for a chat-completions request."""
     messages: list[dict[str, Any]] = request.get("messages") or []
     tools: list[dict[str, Any]] = request.get("tools") or []
     choice = request.get("tool_choice")
 
+    calculation = _calculator_call(tools, messages) if choice != "none" else None
+    if choice == "required" and calculation is not None:
+        return calculation  # as a model would: the expression the request writes, not a schema's filler
     forced = None
     if isinstance(choice, dict):
         forced = _tool_named(tools, choice.get("function", {}).get("name", ""))
@@ -114,12 +127,8 @@ def reply(request: dict[str, Any]) -> dict[str, Any]:
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return {"content": f"{MARK}\nThe tool answered: {_text(last)[:500]}"}
-    if choice != "none" and _tool_named(tools, "calculator") is not None:
-        match = _ARITHMETIC.search(_last_user_text(messages))
-        if match:
-            return {
-                "tool_calls": [{"name": "calculator", "arguments": {"expression": match.group(0).strip()}}]
-            }
+    if calculation is not None:
+        return calculation
 
     request_text = " ".join(_last_user_text(messages).split())
     instructions = next((_text(m) for m in messages if m.get("role") == "system"), "")
