@@ -45,6 +45,12 @@ async def test_put_and_delete_with_the_database_source(
         )
         assert body["errors"]
         assert_problem(await api.put("/v1/specialists/translator", json={**ENTRY, "name": "x"}), 422)
+        # A pattern that is not a regular expression is refused with the reason, and the entry stays as it was.
+        bad_pattern = {**ENTRY, "tools": ["calculator"], "require_tool_first_when": ["(unclosed"]}
+        refused = assert_problem(await api.put("/v1/specialists/translator", json=bad_pattern), 422)
+        assert "not a regular expression" in str(refused["errors"])
+        kept = (await api.get("/v1/specialists")).json()["items"]
+        assert next(i for i in kept if i["name"] == "translator")["max_steps"] == 3
         assert_problem(await api.put("/v1/specialists/translator", json={"description": "D."}), 422)
         assert_problem(await api.put("/v1/specialists/Not_A_Name", json=ENTRY), 422)
         assert_problem(

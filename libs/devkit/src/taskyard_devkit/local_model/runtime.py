@@ -138,7 +138,8 @@ def _build_runtime(layout: Layout, say: Say) -> None:
     screen (every few seconds, and a heartbeat while a long step runs)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as constraints:
         constraints.write(RUNTIME_CONSTRAINTS)
-    # --reinstall: a runtime compiled another way is replaced, not kept because its version matches.
+    # A runtime compiled another way is replaced, not kept because its version matches (--reinstall-package),
+    # and compiled again rather than taken from uv's cache, whose wheel may carry the other flags (--no-cache).
     argv = [uv(), "pip", "install", "-v", "--reinstall-package", "llama-cpp-python", "--no-cache"]
     argv += ["--python", str(layout.python), "-c", constraints.name, RUNTIME]
     # Every core: the compile is the long part of a first run.
