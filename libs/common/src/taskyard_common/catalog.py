@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from taskyard_common.messages import SpecialistName
 from taskyard_common.model_specs import ModelSpec, check_models
+from taskyard_common.output_schemas import check_schema
 
 CATALOG_API_VERSION: Final = "taskyard.dev/v1alpha1"
 # How much of a task's input ``require_tool_first_when`` reads: the request is at its start, and a pattern's
@@ -61,6 +62,10 @@ class SpecialistSpec(BaseModel):
     require_tool_first_when: tuple[Annotated[str, Field(min_length=1, max_length=1000)], ...] = Field(
         default=(), max_length=20
     )
+    # The JSON Schema (draft 2020-12, of an object) the final answer must satisfy: the model is asked for
+    # it (``response_format``), and an answer that does not satisfy it is corrected once, then fails the
+    # task (``invalid_output``); a valid one is stored as ``result.data`` too (output_schemas.py).
+    output_schema: dict[str, Any] | None = None
     max_steps: int = Field(default=6, ge=1, le=100)
     # Run time of one attempt; a task may ask for another value up to max_timeout_seconds.
     timeout_seconds: float = Field(default=300.0, gt=0)
@@ -100,6 +105,8 @@ class SpecialistSpec(BaseModel):
                 raise ValueError(
                     f"require_tool_first_when: {pattern!r} is not a regular expression: {exc}"
                 ) from None
+        if self.output_schema is not None:
+            check_schema(self.output_schema)
         return self
 
     def tool_first_for(self, text: str) -> bool:

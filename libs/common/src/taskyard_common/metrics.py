@@ -206,6 +206,14 @@ TEXT_TOOL_CALLS = Counter(
     "Replies whose content was a tool call written as text instead of a structured one, by outcome",
     ["specialist", "outcome"],
 )
+# A specialist with an ``output_schema``: its final answers, valid at once, valid after the one correction, or
+# failed (the task fails ``invalid_output``).
+OUTPUT_ANSWER_OUTCOMES = ("valid", "corrected", "failed")
+OUTPUT_ANSWERS = Counter(
+    "taskyard_output_answers_total",
+    "Final answers of specialists with an output_schema, by whether they satisfied it",
+    ["specialist", "outcome"],
+)
 ROUTING_PARTS = Histogram(
     "taskyard_routing_parts",
     "Parts a multi-routed request was split into (catalog multi_route), by the method that decided",
@@ -346,6 +354,8 @@ def init_worker_labels(specialist: str) -> None:
         LLM_STEP_RETRIES.labels(specialist, reason)
     for outcome in TEXT_TOOL_CALL_OUTCOMES:
         TEXT_TOOL_CALLS.labels(specialist, outcome)
+    for outcome in OUTPUT_ANSWER_OUTCOMES:
+        OUTPUT_ANSWERS.labels(specialist, outcome)
     for reason in START_DEFERRAL_REASONS:
         TASK_START_DEFERRALS.labels(specialist, reason)
     for kind in ("prompt", "completion"):

@@ -27,6 +27,7 @@ class TaskErrorType(StrEnum):
     INVALID_TOOL_CALL = (
         "invalid_tool_call"  # the model's text tool call was unreadable, even after a correction
     )
+    INVALID_OUTPUT = "invalid_output"  # the answer did not satisfy the specialist's output_schema, twice
     PERMANENT_ERROR = "permanent_error"  # any other permanent error
 
 
