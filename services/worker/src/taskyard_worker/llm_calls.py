@@ -52,6 +52,12 @@ class InvalidToolCall(AgentError):
     kind = TaskErrorType.INVALID_TOOL_CALL
 
 
+class InvalidOutput(AgentError):
+    """The final answer did not satisfy the specialist's ``output_schema``, again after a correction."""
+
+    kind = TaskErrorType.INVALID_OUTPUT
+
+
 class BudgetExceeded(AgentError):
     """The task's cost reached its tenant's ``max_cost_per_task``: no further LLM call is made."""
 

@@ -54,6 +54,8 @@ class OutcomeRecorder:
         answer is in hand: losing it would cost an LLM call). Raises ``StoreUnavailable`` after that: the
         attempt is deferred, and the next one completes from the checkpointed answer."""
         output = {"output": result.output, "steps": result.steps, "tool_calls": result.tool_calls}
+        if result.data is not None:
+            output["data"] = result.data
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self._ctx.settings.complete_retry_seconds
         tries = 0

@@ -29,19 +29,22 @@ from taskyard_common.llm import ClientPool
 from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.messages import TaskInput, Usage
 from taskyard_common.model_specs import ModelSpec, fallback_chain
+from taskyard_common.output_schemas import OutputError
 from taskyard_common.store import Step
+from taskyard_worker.answer_shape import AnswerShape, canonical
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name, user_content
 from taskyard_worker.llm_caller import LlmCaller, ModelRoute
 from taskyard_worker.llm_calls import (
     AttemptTimeout,
     CostCap,
+    InvalidOutput,
     InvalidToolCall,
     MaxStepsExceeded,
     reply_of,
     usage_of,
 )
 from taskyard_worker.sources import with_sources
-from taskyard_worker.text_tool_calls import Verdict, as_tool_calls, correction, echoes_correction
+from taskyard_worker.text_tool_calls import TextCalls, Verdict, as_tool_calls, correction, echoes_correction
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools import ToolError, ToolRegistry
 from taskyard_worker.tools.delegate import (
@@ -87,6 +90,8 @@ class AgentResult:
     steps: int
     tool_calls: list[dict[str, Any]]
     usage: Usage
+    # The answer's object, for a specialist with an ``output_schema`` (``output`` is its JSON text).
+    data: dict[str, Any] | None = None
 
 
 @dataclass
@@ -173,8 +178,9 @@ class Agent:
             trace.tool_calls.extend(state.tool_calls)
         if state.final_answer is not None:
             # The answer was recorded before the attempt that got it could complete the task.
-            answer = with_sources(state.final_answer, state.messages)
-            return AgentResult(answer, trace.steps, list(trace.tool_calls), trace.usage)
+            data = AnswerShape(self.spec).recorded(state.final_answer)
+            answer = canonical(data) if data is not None else with_sources(state.final_answer, state.messages)
+            return AgentResult(answer, trace.steps, list(trace.tool_calls), trace.usage, data)
         try:
             async with asyncio.timeout(limit) as deadline:
                 tool_first = self.spec.tool_first_for(user_content(task_input))
@@ -199,6 +205,7 @@ class Agent:
     ) -> AgentResult:
         messages = state.messages
         corrected = False  # a garbled tool call is answered with a correction once per attempt
+        shape = AnswerShape(self.spec)  # and an answer outside the output_schema, once as well
         if state.pending_calls:
             await self._run_tools(state.pending_calls, trace, messages, checkpoint, delegation)
         while trace.steps < self.spec.max_steps:
@@ -207,6 +214,7 @@ class Agent:
             if cost_cap is not None:
                 cost_cap.check(trace.usage.cost)
             body: dict[str, Any] = {"model": self.model, "messages": messages}
+            shape.ask(body)
             if self._tool_schemas:
                 body["tools"] = self._tool_schemas
                 if tool_first and not any(m.get("role") == "tool" for m in messages):
@@ -225,7 +233,11 @@ class Agent:
                 trace.steps += 1
                 trace.unrecorded += used
                 raise TransientError("the LLM answered no choices")
-            reply, read = as_tool_calls(reply_of(response), self._tools.names)
+            raw = reply_of(response)
+            if not raw.get("tool_calls") and shape.conforms(raw.get("content") or ""):
+                reply, read = raw, TextCalls(Verdict.ANSWER)  # even with "name" and "arguments" keys
+            else:
+                reply, read = as_tool_calls(raw, self._tools.names)
             if read.verdict is Verdict.CALLS:
                 metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "recovered").inc()
             if read.verdict is not Verdict.ANSWER and tokens is not None:
@@ -247,11 +259,27 @@ class Agent:
                 trace.unrecorded += used
                 metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "failed").inc()
                 raise InvalidToolCall("the model repeated the correction instead of answering")
+            data = None
+            if shape.required and read.verdict is Verdict.ANSWER and not tool_calls_of(reply):
+                try:
+                    data = shape.check(reply.get("content") or "")
+                except (OutputError, InvalidOutput) as exc:
+                    # Not recorded: a resumed run must find a valid answer or none.
+                    trace.unrecorded += used
+                    if isinstance(exc, InvalidOutput):
+                        raise
+                    if tokens is not None:
+                        tokens.restart()
+                        await tokens.finish()
+                    messages.extend([reply, shape.correction(str(exc))])
+                    continue
             trace.steps += 1
             messages.append(reply)
             if not await self._record(checkpoint, trace.steps, reply, usage=used, latency_ms=latency_ms):
                 trace.unrecorded += used
             calls = tool_calls_of(reply)
+            if not calls and data is not None:
+                return AgentResult(canonical(data), trace.steps, list(trace.tool_calls), trace.usage, data)
             if not calls:
                 # The pages it read and does not cite are listed after it (``sources``).
                 content = with_sources(reply["content"], messages)
