@@ -29,6 +29,7 @@ DESCRIPTIONS = {
     "tools": "Tools the agent may call (calculator, http_fetch).",
     "require_tool_first": "The first step must call one of the tools (tool_choice: required on the first call).",
     "require_tool_first_when": "The same, only for a task whose input matches one of these regular expressions (case-insensitive).",
+    "output_schema": "The JSON Schema (draft 2020-12, of an object) the final answer must satisfy; stored as result.data.",
     "max_steps": "Agent steps (LLM call and tool calls) per attempt.",
     "timeout_seconds": "Run time of one attempt; a task may ask for up to max_timeout_seconds.",
     "max_timeout_seconds": "The longest run time a task may ask for.",
@@ -163,6 +164,9 @@ def _structural(schema: dict[str, Any], defs: dict[str, Any], name: str | None =
                 out["required"] = list(schema["required"])
         elif isinstance(schema.get("additionalProperties"), dict):
             out["additionalProperties"] = _structural(schema["additionalProperties"], defs)
+        elif schema.get("additionalProperties") is True:
+            # Any JSON object (an output_schema): kept whole, never pruned by the API server.
+            out["x-kubernetes-preserve-unknown-fields"] = True
     return out
 
 
