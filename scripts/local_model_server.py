@@ -13,11 +13,15 @@ those blocks into OpenAI ``tool_calls``, in a streamed reply (``"stream": true``
 which holds the arguments to the tool's JSON schema with a grammar. With tools offered and the choice left
 to the model, the reply is held to a grammar too (``tool_grammar``): ``<tool_call>`` blocks whose JSON is an
 envelope of an offered tool and its parameters' schema, or text that opens with neither ``<`` nor ``{{``;
-with ``tool_choice: "required"``, the blocks only.
+with ``tool_choice: "required"``, the blocks only. A request with a ``json_schema`` ``response_format`` (a
+specialist's ``output_schema``) and tools gets the blocks or a JSON object in that schema (``answer_grammar``);
+without tools, llama-cpp-python's own schema grammar.
 (A stream carries no usage: llama-cpp-python ignores ``stream_options``.)
 
-And a request fix: the assistant turn that called a tool comes back from OpenAI clients with
-``"content": null``, which this server's request model refuses; a middleware leaves the key out.
+And request fixes (a middleware, ``fixed_request``): the assistant turn that called a tool comes back from
+OpenAI clients with ``"content": null``, which this server's request model refuses (the key is left out); and
+OpenAI's ``{"type": "json_schema", "json_schema": {"schema": S}}`` response format, which it refuses too,
+becomes its own ``{"type": "json_object", "schema": S}``.
 """
 
 from __future__ import annotations
@@ -187,6 +191,52 @@ _CALLS_ONLY = _ANSWER_OR_CALLS.replace(
 )
 
 
+_IDENTIFIER = re.compile(r"[a-zA-Z][a-zA-Z0-9-]*")
+
+
+def prefixed_rules(gbnf: str, prefix: str) -> str:
+    """``gbnf`` with every rule name (definitions and references) prefixed: two converted grammars can then
+    share one text without their rules (named after schema properties, and ``space``, ``string`` ...)
+    meeting. Literals, character classes, repetition counts and comments are left as they are."""
+    out: list[str] = []
+    i = 0
+    closing = {'"': '"', "[": "]", "{": "}"}
+    while i < len(gbnf):
+        char = gbnf[i]
+        if char in closing:
+            end = i + 1
+            while end < len(gbnf) and gbnf[end] != closing[char]:
+                end += 2 if gbnf[end] == "\\" else 1
+            out.append(gbnf[i : end + 1])
+            i = end + 1
+        elif char == "#":
+            end = gbnf.find("\n", i)
+            end = len(gbnf) if end == -1 else end
+            out.append(gbnf[i:end])
+            i = end
+        elif (match := _IDENTIFIER.match(gbnf, i)) is not None:
+            out.append(prefix + match.group(0))
+            i = match.end()
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def answer_grammar(envelope_gbnf: str, answer_gbnf: str, *, required: bool = False) -> str:
+    """The whole reply's GBNF when the answer has a schema (``answer_gbnf``, converted from it): tool-call
+    blocks, or one JSON object in the schema; ``required``: blocks only."""
+    if required:
+        return tool_grammar(envelope_gbnf, required=True)
+    answer = prefixed_rules(answer_gbnf, "tya-")
+    if not re.search(r"^tya-root\s*::=", answer, re.MULTILINE):
+        raise ValueError("the answer grammar has no root rule")
+    calls = tool_grammar(envelope_gbnf).replace(
+        "root ::= tyd-calls | tyd-answer tyd-calls?\n", "root ::= tyd-calls | tya-root\n", 1
+    )
+    return calls + "\n" + answer
+
+
 def tool_grammar(envelope_gbnf: str, *, required: bool = False) -> str:
     """The whole reply's GBNF, given the envelope's (whose ``root`` rule becomes ``tyd-call``); ``required``:
     the reply must be calls (``tool_choice: "required"``)."""
@@ -196,14 +246,19 @@ def tool_grammar(envelope_gbnf: str, *, required: bool = False) -> str:
     return (_CALLS_ONLY if required else _ANSWER_OR_CALLS) + rules
 
 
-def _constrained(tools: list[dict[str, Any]], *, required: bool = False) -> Any:
-    """The grammar that holds a reply to ``tool_grammar`` (None, logged, when the converter cannot: the
-    request then goes unconstrained, as before)."""
+def _constrained(
+    tools: list[dict[str, Any]], *, required: bool = False, answer: dict[str, Any] | None = None
+) -> Any:
+    """The grammar that holds a reply to ``tool_grammar`` (``answer_grammar`` with an ``answer`` schema;
+    None, logged, when the converter cannot: the request then goes unconstrained, as before)."""
     try:
         from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
 
         envelope = json_schema_to_gbnf(json.dumps(tool_call_schema(tools)), ["name", "arguments"])
-        return LlamaGrammar.from_string(tool_grammar(envelope, required=required), verbose=False)
+        if answer is None:
+            return LlamaGrammar.from_string(tool_grammar(envelope, required=required), verbose=False)
+        text = answer_grammar(envelope, json_schema_to_gbnf(json.dumps(answer)), required=required)
+        return LlamaGrammar.from_string(text, verbose=False)
     except Exception as exc:  # no converter, or it failed: serve the request without the constraint
         print(f"taskyard-tools: no tool-call grammar ({exc})", file=sys.stderr)
         return None
@@ -222,8 +277,14 @@ def taskyard_tools(
     if template is None:
         raise ValueError("the model file has no chat template: pass another --chat_format")
     offered = bool(tools) and not isinstance(tool_choice, dict) and tool_choice != "none"
-    if offered and kwargs.get("grammar") is None and kwargs.get("response_format") is None:
-        kwargs["grammar"] = _constrained(tools or [], required=tool_choice == "required")
+    answer = answer_schema(kwargs.get("response_format"))
+    if (
+        offered
+        and kwargs.get("grammar") is None
+        and (answer is not None or kwargs.get("response_format") is None)
+    ):
+        kwargs["grammar"] = _constrained(tools or [], required=tool_choice == "required", answer=answer)
+        kwargs.pop("response_format", None)  # held by the grammar: the template must not add its own
     shown = _with_object_arguments(messages)
     nudged = after_tool_results(shown)
     try:
@@ -305,6 +366,34 @@ def stream_with_calls(chunks: Iterable[dict[str, Any]], tool_names: set[str]) ->
         sent, held = sent + held, ""
 
 
+def answer_schema(response_format: Any) -> dict[str, Any] | None:
+    """The answer's JSON schema of a ``response_format`` (as ``fixed_request`` passes it on), else None."""
+    if isinstance(response_format, dict) and response_format.get("type") == "json_object":
+        schema = response_format.get("schema")
+        return schema if isinstance(schema, dict) else None
+    return None
+
+
+def fixed_request(body: bytes) -> bytes:
+    """``without_null_content``, then an OpenAI ``json_schema`` response format as this server's
+    ``json_object`` with its schema."""
+    body = without_null_content(body)
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return body
+    wanted = request.get("response_format") if isinstance(request, dict) else None
+    if not isinstance(wanted, dict) or wanted.get("type") != "json_schema":
+        return body
+    described = wanted.get("json_schema")
+    schema = described.get("schema") if isinstance(described, dict) else None
+    request["response_format"] = {
+        "type": "json_object",
+        **({"schema": schema} if isinstance(schema, dict) else {}),
+    }
+    return json.dumps(request).encode()
+
+
 def without_null_content(body: bytes) -> bytes:
     """A chat request with ``"content": null`` left out of its assistant messages.
 
@@ -328,7 +417,7 @@ def without_null_content(body: bytes) -> bytes:
 
 
 class AcceptNullContent:
-    """ASGI middleware: chat completion requests pass through ``without_null_content``."""
+    """ASGI middleware: chat completion requests pass through ``fixed_request``."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -345,7 +434,7 @@ class AcceptNullContent:
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        body = without_null_content(b"".join(chunks))
+        body = fixed_request(b"".join(chunks))
         headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
         headers.append((b"content-length", str(len(body)).encode()))
         replayed = False

@@ -7,6 +7,8 @@ scripts/record_tool_replies.py (fixtures/recorded_replies.json, read in test_rec
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.local_model.conftest import load_script
@@ -64,3 +66,46 @@ def test_a_required_tool_choice_allows_calls_only():
 def test_an_envelope_grammar_without_root_is_refused():
     with pytest.raises(ValueError, match="no root"):
         server.tool_grammar('space ::= " "?')
+
+
+def test_prefixed_rules_rename_rules_and_references_only():
+    gbnf = (
+        'root ::= "{" space "\\"category\\"" space ":" space category-kv "}" # a root\n'
+        'category-kv ::= ("\\"billing\\"" | [a-z\\]]{1,3}) space\n'
+        'space ::= " "?'
+    )
+    renamed = server.prefixed_rules(gbnf, "tya-")
+    assert renamed.splitlines() == [
+        'tya-root ::= "{" tya-space "\\"category\\"" tya-space ":" tya-space tya-category-kv "}" # a root',
+        'tya-category-kv ::= ("\\"billing\\"" | [a-z\\]]{1,3}) tya-space',
+        'tya-space ::= " "?',
+    ]
+
+
+def test_an_answer_schema_makes_the_answer_a_json_object_in_it():
+    envelope = 'root ::= "{" space "}"\nspace ::= " "?'
+    answer = 'root ::= "{" space "}"\nspace ::= " "?'
+    grammar = server.answer_grammar(envelope, answer)
+    assert grammar.startswith("root ::= tyd-calls | tya-root\n") and grammar.count("\nroot ::=") == 0
+    # Both converted grammars define ``space``: the answer's rules carry a prefix of their own.
+    assert 'tya-root ::= "{" tya-space "}"' in grammar and 'tyd-call ::= "{" space "}"' in grammar
+    assert "tyd-answer ::=" in grammar  # defined, unused: the free text is no longer an alternative
+    assert server.answer_grammar(envelope, answer, required=True) == server.tool_grammar(
+        envelope, required=True
+    )
+    with pytest.raises(ValueError, match="no root"):
+        server.answer_grammar(envelope, 'space ::= " "?')
+
+
+def test_an_openai_json_schema_response_format_becomes_the_servers_own():
+    schema = {"type": "object", "properties": {"urgency": {"enum": ["low", "high"]}}}
+    body = {
+        "messages": [{"role": "user", "content": "x"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}},
+    }
+    fixed = json.loads(server.fixed_request(json.dumps(body).encode()))
+    assert fixed["response_format"] == {"type": "json_object", "schema": schema}
+    assert server.answer_schema(fixed["response_format"]) == schema
+    assert server.answer_schema({"type": "json_object"}) is None and server.answer_schema(None) is None
+    plain = json.dumps({"messages": [], "response_format": {"type": "text"}}).encode()
+    assert server.fixed_request(plain) == plain
