@@ -20,7 +20,8 @@ from taskyard_common.store import Step
 from taskyard_devkit.devllm import DevLlm
 from taskyard_devkit.ports import free_port
 from taskyard_worker.llm_calls import AttemptTimeout, LlmRateLimited, LlmRejected, MaxStepsExceeded
-from taskyard_worker.runtime import Agent, HandBackAfterStep, RunTrace
+from taskyard_worker.run_state import HandBackAfterStep, RunTrace
+from taskyard_worker.runtime import Agent
 from taskyard_worker.tools import Tool, ToolRegistry
 from taskyard_worker.tools.calculator import Calculator
 

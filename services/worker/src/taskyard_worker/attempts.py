@@ -31,7 +31,7 @@ from taskyard_worker.context import WorkerContext
 from taskyard_worker.flights import Flight
 from taskyard_worker.llm_calls import CostCap
 from taskyard_worker.outcomes import OutcomeRecorder
-from taskyard_worker.runtime import AgentResult, HandBackAfterStep, RunTrace
+from taskyard_worker.run_state import AgentResult, HandBackAfterStep, RunTrace
 from taskyard_worker.tokens import TokenStream
 from taskyard_worker.tools.delegate import DELEGATE, Delegating, DelegationLimits
 

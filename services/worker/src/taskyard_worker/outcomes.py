@@ -30,7 +30,7 @@ from taskyard_worker.context import WorkerContext
 from taskyard_worker.crashes import crash_headers
 from taskyard_worker.flights import Flight, Source, StopReason
 from taskyard_worker.retries import plan_retry
-from taskyard_worker.runtime import AgentResult
+from taskyard_worker.run_state import AgentResult
 from taskyard_worker.tools.delegate import Delegating
 
 log = logging.getLogger(__name__)

@@ -13,12 +13,9 @@ which the caller reads even when the run fails, so the tokens a failed attempt u
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import openai
 
@@ -27,12 +24,12 @@ from taskyard_common.catalog import SpecialistSpec
 from taskyard_common.errors import TransientError
 from taskyard_common.llm import ClientPool
 from taskyard_common.llm_limits import LlmLimits
-from taskyard_common.messages import TaskInput, Usage
+from taskyard_common.messages import TaskInput
 from taskyard_common.model_specs import ModelSpec, fallback_chain
 from taskyard_common.output_schemas import OutputError
 from taskyard_common.store import Step
 from taskyard_worker.answer_shape import AnswerShape, canonical
-from taskyard_worker.conversation import Resumed, resume, tool_calls_of, tool_name, user_content
+from taskyard_worker.conversation import Resumed, resume, tool_calls_of, user_content
 from taskyard_worker.llm_caller import LlmCaller, ModelRoute
 from taskyard_worker.llm_calls import (
     AttemptTimeout,
@@ -43,69 +40,13 @@ from taskyard_worker.llm_calls import (
     reply_of,
     usage_of,
 )
+from taskyard_worker.run_state import AgentResult, Checkpoint, HandBackAfterStep, RunTrace, record
 from taskyard_worker.sources import with_sources
 from taskyard_worker.text_tool_calls import TextCalls, Verdict, as_tool_calls, correction, echoes_correction
 from taskyard_worker.tokens import TokenStream
-from taskyard_worker.tools import ToolError, ToolRegistry
-from taskyard_worker.tools.delegate import (
-    DELEGATE,
-    DelegateTool,
-    Delegating,
-    DelegationLimits,
-    plan_delegations,
-    split_delegations,
-)
-
-log = logging.getLogger(__name__)
-
-
-class HandBackAfterStep(TransientError):
-    """The worker is stopping: the run ended between two steps, its progress recorded. Hand the task back,
-    uncharged; the next attempt resumes after ``step``."""
-
-    def __init__(self, step: int) -> None:
-        super().__init__(f"stopped after step {step} for a hand-back")
-        self.step = step
-
-
-class Checkpoint(Protocol):
-    async def record(
-        self,
-        step: int,
-        message: dict[str, Any],
-        *,
-        call_id: str = "",
-        usage: Usage | None = None,
-        ok: bool | None = None,
-        name: str | None = None,
-        latency_ms: float | None = None,
-    ) -> bool:
-        """True when the entry is in the store (its usage with it)."""
-        ...
-
-
-@dataclass(frozen=True)
-class AgentResult:
-    output: str
-    steps: int
-    tool_calls: list[dict[str, Any]]
-    usage: Usage
-    # The answer's object, for a specialist with an ``output_schema`` (``output`` is its JSON text).
-    data: dict[str, Any] | None = None
-
-
-@dataclass
-class RunTrace:
-    """What a run has done so far: filled in as it goes, readable after a failure."""
-
-    steps: int = 0
-    # Every LLM call of this attempt (the metrics); ``unrecorded`` is the part no checkpoint holds, which the
-    # attempt's outcome adds to the task's usage.
-    usage: Usage = field(default_factory=Usage)
-    unrecorded: Usage = field(default_factory=Usage)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    # The last step a checkpoint gave this attempt (None: it started from the beginning).
-    resumed_from_step: int | None = None
+from taskyard_worker.tool_steps import ToolSteps
+from taskyard_worker.tools import ToolRegistry
+from taskyard_worker.tools.delegate import DelegationLimits
 
 
 class Agent:
@@ -136,10 +77,9 @@ class Agent:
         self._llm = LlmCaller(spec, routes, limits)
         self._tools = tools
         self._tool_schemas = tools.openai_tools()
-        self._max_tool_output_chars = max_tool_output_chars
-        self._max_calls = max_tool_calls_per_reply
-        delegate = tools.get(DELEGATE)
-        self._delegate = delegate if isinstance(delegate, DelegateTool) else None
+        self._tool_steps = ToolSteps(
+            tools, max_tool_output_chars=max_tool_output_chars, max_calls=max_tool_calls_per_reply
+        )
 
     def attempt_timeout(self, requested: float | None) -> float:
         """The run time one attempt gets: what the task asked for (capped by the specialist's
@@ -207,7 +147,7 @@ class Agent:
         corrected = False  # a garbled tool call is answered with a correction once per attempt
         shape = AnswerShape(self.spec)  # and an answer outside the output_schema, once as well
         if state.pending_calls:
-            await self._run_tools(state.pending_calls, trace, messages, checkpoint, delegation)
+            await self._tool_steps.run(state.pending_calls, trace, messages, checkpoint, delegation)
         while trace.steps < self.spec.max_steps:
             if stop is not None and stop.is_set():
                 raise HandBackAfterStep(trace.steps)
@@ -275,7 +215,7 @@ class Agent:
                     continue
             trace.steps += 1
             messages.append(reply)
-            if not await self._record(checkpoint, trace.steps, reply, usage=used, latency_ms=latency_ms):
+            if not await record(checkpoint, trace.steps, reply, usage=used, latency_ms=latency_ms):
                 trace.unrecorded += used
             calls = tool_calls_of(reply)
             if not calls and data is not None:
@@ -286,91 +226,7 @@ class Agent:
                 return AgentResult(content, trace.steps, list(trace.tool_calls), trace.usage)
             if trace.steps >= self.spec.max_steps:
                 break  # no call left to read the results: running the tools would be wasted work
-            await self._run_tools(calls, trace, messages, checkpoint, delegation)
+            await self._tool_steps.run(calls, trace, messages, checkpoint, delegation)
         raise MaxStepsExceeded(
             f"no final answer within {self.spec.max_steps} steps (the model kept calling tools)"
         )
-
-    async def _run_tools(
-        self,
-        calls: list[dict[str, Any]],
-        trace: RunTrace,
-        messages: list[dict[str, Any]],
-        checkpoint: Checkpoint | None,
-        delegation: DelegationLimits | None,
-    ) -> None:
-        # The calls of one reply run at once, each holding its result (an http_fetch up to its byte cap):
-        # past the bound they are answered with an error instead of run, so one reply's memory is bounded.
-        calls, skipped = calls[: self._max_calls], calls[self._max_calls :]
-        delegating, others = split_delegations(calls)
-        requests, refused = plan_delegations(self._delegate, delegating, delegation)
-        too_many = (
-            f"error: at most {self._max_calls} tool calls run per reply; this one was not run, call it again"
-        )
-        refused.update((str(c.get("id", "")), too_many) for c in skipped)
-        calls = [*others, *(c for c in delegating if str(c.get("id", "")) in refused), *skipped]
-
-        # The calls of one reply are independent by contract: run them (and record them) concurrently.
-        async def one(call: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-            call_id = str(call.get("id", ""))
-            ok, text = (False, refused[call_id]) if call_id in refused else await self._call_tool(call)
-            result = {"role": "tool", "tool_call_id": call_id, "content": self._clip(text)}
-            await self._record(checkpoint, trace.steps, result, call_id=call_id, ok=ok, name=tool_name(call))
-            return ok, result
-
-        done = await asyncio.gather(*(one(call) for call in calls))
-        for call, (ok, result) in zip(calls, done, strict=True):
-            trace.tool_calls.append({"name": tool_name(call), "ok": ok})
-            messages.append(result)
-        if requests:
-            # Recorded: the reply and its other results. The children's outcomes will be the rest.
-            raise Delegating(trace.steps, requests)
-
-    @staticmethod
-    async def _record(
-        checkpoint: Checkpoint | None,
-        step: int,
-        message: dict[str, Any],
-        *,
-        call_id: str = "",
-        usage: Usage | None = None,
-        ok: bool | None = None,
-        name: str | None = None,
-        latency_ms: float | None = None,
-    ) -> bool:
-        if checkpoint is None:
-            return False
-        return await checkpoint.record(
-            step, message, call_id=call_id, usage=usage, ok=ok, name=name, latency_ms=latency_ms
-        )
-
-    async def _call_tool(self, call: dict[str, Any]) -> tuple[bool, str]:
-        """(ok, the text the model reads). Errors become results the model can react to, never crashes."""
-        name = tool_name(call)
-        function = call.get("function")
-        raw = function.get("arguments") if isinstance(function, dict) else None
-        tool = self._tools.get(name)
-        if tool is None:
-            return False, f"error: there is no tool named {name!r}; available: {', '.join(self._tools.names)}"
-        try:
-            arguments = json.loads(raw or "{}") if isinstance(raw, str) else raw
-        except json.JSONDecodeError:
-            return False, "error: the arguments are not valid JSON"
-        if not isinstance(arguments, dict):
-            return False, "error: the arguments must be a JSON object"
-        try:
-            text = await tool.run(arguments)
-        except ToolError as exc:
-            return False, f"error: {exc}"
-        except Exception:
-            # A bug in a tool must not take the task down with it: the model hears a generic error, the
-            # traceback goes to the log (the arguments do not: they may hold user data).
-            log.exception("tool %s crashed", name)
-            return False, "error: the tool failed unexpectedly"
-        return True, text
-
-    def _clip(self, text: str) -> str:
-        limit = self._max_tool_output_chars
-        if len(text) <= limit:
-            return text
-        return text[:limit] + f"\n[tool output truncated to {limit} characters]"
