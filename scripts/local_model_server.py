@@ -249,16 +249,25 @@ def tool_grammar(envelope_gbnf: str, *, required: bool = False) -> str:
 def _constrained(
     tools: list[dict[str, Any]], *, required: bool = False, answer: dict[str, Any] | None = None
 ) -> Any:
-    """The grammar that holds a reply to ``tool_grammar`` (``answer_grammar`` with an ``answer`` schema;
-    None, logged, when the converter cannot: the request then goes unconstrained, as before)."""
+    """The grammar that holds a reply: ``tool_grammar`` with ``tools`` and no ``answer`` schema,
+    ``answer_grammar`` with both, the answer's schema alone without tools. None, logged, when the converter
+    cannot: the request then goes unconstrained, as before."""
     try:
         from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
 
+        # The answer's properties in the schema's own order (the converter sorts them by name otherwise), as
+        # OpenAI's models write them: a schema that puts a summary before the labels has it written first.
+        answered = (
+            None
+            if answer is None
+            else json_schema_to_gbnf(json.dumps(answer), list(answer.get("properties") or {}))
+        )
+        if not tools:
+            return None if answered is None else LlamaGrammar.from_string(answered, verbose=False)
         envelope = json_schema_to_gbnf(json.dumps(tool_call_schema(tools)), ["name", "arguments"])
-        if answer is None:
+        if answered is None:
             return LlamaGrammar.from_string(tool_grammar(envelope, required=required), verbose=False)
-        text = answer_grammar(envelope, json_schema_to_gbnf(json.dumps(answer)), required=required)
-        return LlamaGrammar.from_string(text, verbose=False)
+        return LlamaGrammar.from_string(answer_grammar(envelope, answered, required=required), verbose=False)
     except Exception as exc:  # no converter, or it failed: serve the request without the constraint
         print(f"taskyard-tools: no tool-call grammar ({exc})", file=sys.stderr)
         return None
@@ -278,13 +287,14 @@ def taskyard_tools(
         raise ValueError("the model file has no chat template: pass another --chat_format")
     offered = bool(tools) and not isinstance(tool_choice, dict) and tool_choice != "none"
     answer = answer_schema(kwargs.get("response_format"))
-    if (
-        offered
-        and kwargs.get("grammar") is None
-        and (answer is not None or kwargs.get("response_format") is None)
-    ):
-        kwargs["grammar"] = _constrained(tools or [], required=tool_choice == "required", answer=answer)
-        kwargs.pop("response_format", None)  # held by the grammar: the template must not add its own
+    if kwargs.get("grammar") is None and answer is not None:
+        # Held by a grammar of our own: llama-cpp-python's would order the properties by name.
+        kwargs["grammar"] = _constrained(
+            (tools or []) if offered else [], required=tool_choice == "required", answer=answer
+        )
+        kwargs.pop("response_format", None)
+    elif offered and kwargs.get("grammar") is None and kwargs.get("response_format") is None:
+        kwargs["grammar"] = _constrained(tools or [], required=tool_choice == "required")
     shown = _with_object_arguments(messages)
     nudged = after_tool_results(shown)
     try:
