@@ -136,8 +136,17 @@ LABEL_NAMES = {
 
 def field_value(answer: str, name: str) -> str | None:
     """The value of a labelled line (``Category: Billing``, ``**Urgency**: high``, ``- urgency - high``),
-    under the label's name or one of its ``LABEL_NAMES``."""
+    or of a JSON answer's key (``{"category": "billing"}``), under the label's name or one of its
+    ``LABEL_NAMES``."""
     names = LABEL_NAMES.get(name, (name,))
+    # A structured answer (a specialist's output_schema): the object's key under one of the names.
+    found = parse_object(answer)
+    if found is not None:
+        for key, value in found.items():
+            if " ".join(re.split(r"[\s_-]+", str(key).lower())) in names and isinstance(
+                value, str | int | float
+            ):
+                return str(value).strip()
     label = "(?:" + "|".join(re.escape(n).replace(r"\ ", r"[\s_-]+") for n in names) + ")"
     pattern = rf"^[\s>*#|-]*(?:\d+[.)]\s*)?[*_]*{label}[*_]*\s*(?:[:=|\-\u2013]|\*\*:)\s*[*_]*\s*(.+)$"
     match = re.search(pattern, answer, re.IGNORECASE | re.MULTILINE)

@@ -116,6 +116,16 @@ def test_triage_labels_in_the_usual_layouts(answer: str) -> None:
     assert checks.check_urgency(answer, ["high"]) == []
 
 
+def test_triage_labels_of_a_structured_answer() -> None:
+    # A specialist with an output_schema answers with its JSON object.
+    answer = '{"summary": "charged twice", "category": "billing", "Urgency": "high", "reply": "Sorry"}'
+    assert checks.check_label(answer, "category", ["billing"]) == []
+    assert checks.check_urgency(answer, ["high"]) == []
+    assert checks.check_urgency(answer, ["low"]) != []
+    # A JSON object without the key falls back to labelled lines.
+    assert checks.check_label('Category: billing\n{"amount": 3}', "category", ["billing"]) == []
+
+
 def test_urgency_may_be_called_priority() -> None:
     assert checks.check_urgency("**Priority:** High", ["high"]) == []
     assert checks.check_urgency("Urgency level: low", ["high"]) != []
