@@ -51,6 +51,10 @@ class SpecialistSpec(BaseModel):
     # None: the globally configured model (TASKYARD_LLM_MODEL). A name in the catalog's ``models`` gets that
     # entry's endpoint, prices, limits and fallbacks; any other name is sent as is to the configured endpoint.
     model: str | None = None
+    # The sampling temperature of the specialist's LLM calls (None: the endpoint's default, which is 1.0 at
+    # OpenAI and 0.8 at llama-cpp-python's server). Low for answers that must be right rather than varied:
+    # labels, arithmetic, extraction.
+    temperature: float | None = Field(default=None, ge=0, le=2)
     tools: tuple[str, ...] = ()
     # The first step must call one of ``tools`` (the model's first call is sent with ``tool_choice:
     # "required"``): for a specialist whose answers must come from a tool, such as a researcher that must

@@ -26,6 +26,7 @@ DESCRIPTIONS = {
     "examples": "Typical requests, in the words (and languages) users send them.",
     "instructions": "The specialist's system prompt.",
     "model": "The LLM model; empty: TASKYARD_LLM_MODEL.",
+    "temperature": "Sampling temperature of the specialist's LLM calls; empty: the endpoint's default.",
     "tools": "Tools the agent may call (calculator, http_fetch).",
     "require_tool_first": "The first step must call one of the tools (tool_choice: required on the first call).",
     "require_tool_first_when": "The same, only for a task whose input matches one of these regular expressions (case-insensitive).",

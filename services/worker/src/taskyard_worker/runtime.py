@@ -155,6 +155,8 @@ class Agent:
                 cost_cap.check(trace.usage.cost)
             body: dict[str, Any] = {"model": self.model, "messages": messages}
             shape.ask(body)
+            if self.spec.temperature is not None:
+                body["temperature"] = self.spec.temperature
             if self._tool_schemas:
                 body["tools"] = self._tool_schemas
                 if tool_first and not any(m.get("role") == "tool" for m in messages):

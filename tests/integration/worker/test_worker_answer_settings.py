@@ -1,5 +1,5 @@
-"""A specialist with an ``output_schema``: asked for the shape, its answer checked, corrected once, stored
-as JSON with ``result.data``; never an answer outside the schema.
+"""A specialist's answer settings: its ``output_schema`` (asked for the shape, its answer checked, corrected
+once, stored as JSON with ``result.data``; never an answer outside the schema) and its ``temperature``.
 
 The worker in-process against the real broker, database and development LLM (scripted over HTTP)."""
 
@@ -128,3 +128,17 @@ async def test_a_valid_answer_that_looks_like_a_text_call_is_an_answer(
         record = await harness.wait(message.task_id, TaskStatus.COMPLETED)
     assert record.result is not None and record.result["data"] == answer
     assert record.result["tool_calls"] == []
+
+
+async def test_a_specialist_temperature_goes_with_every_call(
+    harness: Harness,
+    make_settings: Callable[..., ServiceSettings],
+    write_catalog: Callable[..., Path],
+) -> None:
+    await harness.script([{"content": "an answer"}])
+    settings = make_settings(catalog=write_catalog(temperature=0.1))
+    message = await harness.submit("Say something")
+    async with running_worker(settings, "general"):
+        await harness.wait(message.task_id, TaskStatus.COMPLETED)
+    (request,) = await harness.llm_requests()
+    assert request["temperature"] == 0.1 and "response_format" not in request
