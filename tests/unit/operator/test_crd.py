@@ -114,7 +114,8 @@ def _with(change) -> dict[str, Any]:
 
 INVALID = {
     "no description": lambda o: o["spec"].pop("description"),
-    "unknown field": lambda o: o["spec"].update(temperature=0.2),
+    "unknown field": lambda o: o["spec"].update(top_p=0.9),
+    "temperature over 2": lambda o: o["spec"].update(temperature=2.5),
     "zero concurrency": lambda o: o["spec"].update(concurrency=0),
     "steps over 100": lambda o: o["spec"].update(max_steps=101),
     "timeout over its max (CEL)": lambda o: o["spec"].update(timeout_seconds=5000),
