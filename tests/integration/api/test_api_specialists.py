@@ -51,6 +51,18 @@ async def test_put_and_delete_with_the_database_source(
         assert "not a regular expression" in str(refused["errors"])
         kept = (await api.get("/v1/specialists")).json()["items"]
         assert next(i for i in kept if i["name"] == "translator")["max_steps"] == 3
+        # So is an output_schema that cannot check an answer (here: a list's schema), naming why.
+        bad_schema = {**ENTRY, "output_schema": {"type": "array"}}
+        refused = assert_problem(await api.put("/v1/specialists/translator", json=bad_schema), 422)
+        assert "must describe a JSON object" in str(refused["errors"])
+        # A valid one is stored whole and read back as it was written.
+        schema = {"type": "object", "properties": {"lang": {"enum": ["de", "fr"]}}, "required": ["lang"]}
+        stored = await api.put(
+            "/v1/specialists/translator", json={**ENTRY, "max_steps": 3, "output_schema": schema}
+        )
+        assert stored.status_code == 200, stored.text
+        kept = (await api.get("/v1/specialists")).json()["items"]
+        assert next(i for i in kept if i["name"] == "translator")["output_schema"] == schema
         assert_problem(await api.put("/v1/specialists/translator", json={"description": "D."}), 422)
         assert_problem(await api.put("/v1/specialists/Not_A_Name", json=ENTRY), 422)
         assert_problem(

@@ -209,6 +209,8 @@ class Specialist(_Document):
     timeout_seconds: float
     max_timeout_seconds: float
     concurrency: int
+    # The JSON Schema of its answers' ``result.data`` (None: text answers).
+    output_schema: dict[str, Any] | None = None
 
 
 class SpecialistList(_Document):

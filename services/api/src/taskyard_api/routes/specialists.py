@@ -43,6 +43,9 @@ class SpecialistDocument(BaseModel):
     timeout_seconds: float = Field(description="Run time of one attempt unless a task asks for another")
     max_timeout_seconds: float = Field(description="The largest timeout_seconds a task may ask for")
     concurrency: int
+    output_schema: dict[str, Any] | None = Field(
+        default=None, description="The JSON Schema of the answers' result.data (none: a text answer)"
+    )
 
     @classmethod
     def of(cls, spec: SpecialistSpec) -> SpecialistDocument:
@@ -56,6 +59,7 @@ class SpecialistDocument(BaseModel):
             timeout_seconds=spec.timeout_seconds,
             max_timeout_seconds=spec.max_timeout_seconds,
             concurrency=spec.concurrency,
+            output_schema=spec.output_schema,
         )
 
 
@@ -67,7 +71,7 @@ NamePath = Annotated[str, Path(description="The specialist's name", max_length=6
 
 _ENTRY_DESCRIPTION = (
     "The catalog entry, as in specialists.yaml without its name: description and instructions (required), "
-    "keywords, examples, model, tools, max_steps, timeout_seconds, max_timeout_seconds, llm_retries, resume, "
+    "keywords, examples, model, tools, output_schema, temperature, max_steps, timeout_seconds, max_timeout_seconds, llm_retries, resume, "
     "stream, max_attempts, backoff_base_seconds, backoff_max_seconds, concurrency."
 )
 
