@@ -15,7 +15,7 @@ to the model, the reply is held to a grammar too (``tool_grammar``): ``<tool_cal
 envelope of an offered tool and its parameters' schema, or text that opens with neither ``<`` nor ``{{``;
 with ``tool_choice: "required"``, the blocks only. A request with a ``json_schema`` ``response_format`` (a
 specialist's ``output_schema``) and tools gets the blocks or a JSON object in that schema (``answer_grammar``);
-without tools, llama-cpp-python's own schema grammar.
+without tools, that object only (our grammars keep the schema's property order; llama-cpp-python's sorts it).
 (A stream carries no usage: llama-cpp-python ignores ``stream_options``.)
 
 And request fixes (a middleware, ``fixed_request``): the assistant turn that called a tool comes back from

@@ -36,46 +36,35 @@ class AnswerShape:
         self._spec = spec
         self._corrected = False
 
-    @property
-    def required(self) -> bool:
-        return self._spec.output_schema is not None
-
     def ask(self, body: dict[str, Any]) -> None:
         """Add the ``response_format`` to a chat completions request body."""
         if self._spec.output_schema is not None:
             body["response_format"] = response_format(self._spec.output_schema, self._spec.name)
 
-    def conforms(self, content: str) -> bool:
-        """Whether a reply's text is a valid answer (then it is one even if it looks like a text tool call:
-        an extraction may have ``name`` and ``arguments`` keys)."""
-        if self._spec.output_schema is None:
-            return False
-        try:
-            read_answer(content, self._spec.output_schema)
-        except OutputError:
-            return False
-        return True
-
-    def check(self, content: str) -> dict[str, Any] | None:
-        """The answer as its object (None without a schema); ``OutputError`` when it needs the correction,
-        ``InvalidOutput`` when it needed one before."""
+    def read(self, reply: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+        """A reply read once: (its answer's object, None) when its text satisfies the schema (an answer even
+        if it looks like a tool call written as text: an extraction may have ``name`` and ``arguments``
+        keys); (None, what is wrong) when it does not; (None, None) without a schema or with tool calls."""
         schema = self._spec.output_schema
-        if schema is None:
-            return None
+        if schema is None or reply.get("tool_calls"):
+            return None, None
         try:
-            data = read_answer(content, schema)
+            data = read_answer(reply.get("content") or "", schema)
         except OutputError as exc:
-            if self._corrected:
-                metrics.OUTPUT_ANSWERS.labels(self._spec.name, "failed").inc()
-                raise InvalidOutput(
-                    f"the answer did not satisfy the output_schema after a correction: {exc}"
-                ) from None
-            self._corrected = True
-            raise
+            return None, str(exc)
         metrics.OUTPUT_ANSWERS.labels(self._spec.name, "corrected" if self._corrected else "valid").inc()
-        return data
+        return data, None
 
-    def correction(self, problem: str) -> dict[str, Any]:
+    def refuse(self, problem: str) -> dict[str, Any]:
+        """The correction for an answer outside the schema, once per attempt; ``InvalidOutput`` the second
+        time."""
+        if self._corrected:
+            metrics.OUTPUT_ANSWERS.labels(self._spec.name, "failed").inc()
+            raise InvalidOutput(f"the answer did not satisfy the output_schema after a correction: {problem}")
+        self._corrected = True
+        return self._correction(problem)
+
+    def _correction(self, problem: str) -> dict[str, Any]:
         """The message that answers an invalid final answer once."""
         schema = json.dumps(self._spec.output_schema, ensure_ascii=False)
         shown = f" The schema: {schema}" if len(schema) <= _SCHEMA_IN_CORRECTION_CHARS else ""

@@ -59,20 +59,7 @@ class RunTrace:
     resumed_from_step: int | None = None
 
 
-async def record(
-    checkpoint: Checkpoint | None,
-    step: int,
-    message: dict[str, Any],
-    *,
-    call_id: str = "",
-    usage: Usage | None = None,
-    ok: bool | None = None,
-    name: str | None = None,
-    latency_ms: float | None = None,
-) -> bool:
-    """Record one entry when the run has a checkpoint; True when it is in the store."""
-    if checkpoint is None:
-        return False
-    return await checkpoint.record(
-        step, message, call_id=call_id, usage=usage, ok=ok, name=name, latency_ms=latency_ms
-    )
+async def record(checkpoint: Checkpoint | None, step: int, message: dict[str, Any], **entry: Any) -> bool:
+    """``checkpoint.record`` when the run has a checkpoint (``entry``: its keyword arguments); True when the
+    entry is in the store."""
+    return False if checkpoint is None else await checkpoint.record(step, message, **entry)

@@ -26,7 +26,6 @@ from taskyard_common.llm import ClientPool
 from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.messages import TaskInput
 from taskyard_common.model_specs import ModelSpec, fallback_chain
-from taskyard_common.output_schemas import OutputError
 from taskyard_common.store import Step
 from taskyard_worker.answer_shape import AnswerShape, canonical
 from taskyard_worker.conversation import Resumed, resume, tool_calls_of, user_content
@@ -34,7 +33,6 @@ from taskyard_worker.llm_caller import LlmCaller, ModelRoute
 from taskyard_worker.llm_calls import (
     AttemptTimeout,
     CostCap,
-    InvalidOutput,
     InvalidToolCall,
     MaxStepsExceeded,
     reply_of,
@@ -176,7 +174,8 @@ class Agent:
                 trace.unrecorded += used
                 raise TransientError("the LLM answered no choices")
             raw = reply_of(response)
-            if not raw.get("tool_calls") and shape.conforms(raw.get("content") or ""):
+            data, problem = shape.read(raw)
+            if data is not None:
                 reply, read = raw, TextCalls(Verdict.ANSWER)  # even with "name" and "arguments" keys
             else:
                 reply, read = as_tool_calls(raw, self._tools.names)
@@ -201,20 +200,15 @@ class Agent:
                 trace.unrecorded += used
                 metrics.TEXT_TOOL_CALLS.labels(self.spec.name, "failed").inc()
                 raise InvalidToolCall("the model repeated the correction instead of answering")
-            data = None
-            if shape.required and read.verdict is Verdict.ANSWER and not tool_calls_of(reply):
-                try:
-                    data = shape.check(reply.get("content") or "")
-                except (OutputError, InvalidOutput) as exc:
-                    # Not recorded: a resumed run must find a valid answer or none.
-                    trace.unrecorded += used
-                    if isinstance(exc, InvalidOutput):
-                        raise
-                    if tokens is not None:
-                        tokens.restart()
-                        await tokens.finish()
-                    messages.extend([reply, shape.correction(str(exc))])
-                    continue
+            if problem is not None and read.verdict is Verdict.ANSWER:
+                # Not recorded: a resumed run must find a valid answer or none.
+                trace.unrecorded += used
+                correcting = shape.refuse(problem)  # InvalidOutput the second time
+                if tokens is not None:
+                    tokens.restart()
+                    await tokens.finish()
+                messages.extend([reply, correcting])
+                continue
             trace.steps += 1
             messages.append(reply)
             if not await record(checkpoint, trace.steps, reply, usage=used, latency_ms=latency_ms):

@@ -71,8 +71,9 @@ NamePath = Annotated[str, Path(description="The specialist's name", max_length=6
 
 _ENTRY_DESCRIPTION = (
     "The catalog entry, as in specialists.yaml without its name: description and instructions (required), "
-    "keywords, examples, model, tools, output_schema, temperature, max_steps, timeout_seconds, max_timeout_seconds, llm_retries, resume, "
-    "stream, max_attempts, backoff_base_seconds, backoff_max_seconds, concurrency."
+    "keywords, examples, model, temperature, tools, require_tool_first, require_tool_first_when, "
+    "output_schema, max_steps, timeout_seconds, max_timeout_seconds, llm_retries, resume, stream, "
+    "max_attempts, backoff_base_seconds, backoff_max_seconds, concurrency."
 )
 
 
