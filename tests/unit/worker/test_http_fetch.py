@@ -166,6 +166,12 @@ ROUTES: dict[str, Writer] = {
     "/brotli": _response("200 OK", "text/plain", b"???", "Content-Encoding: br\r\n"),
     "/hello": _response("200 OK", "text/plain; charset=utf-8", "héllo from the test server".encode()),
     "/json": _response("200 OK", "application/json", b'{"answer": 42}'),
+    "/docs/page.html": _response(
+        "200 OK",
+        "text/html; charset=utf-8",
+        b"<html><head><title>Guide</title><style>p{}</style></head><body><p>Read the "
+        b'<a href="next.html">next part</a> or <a href="/index.html">start</a>.</p></body></html>',
+    ),
     "/missing": _response("404 Not Found", "text/plain", b"no such page"),
     "/big": _response("200 OK", "text/plain", b"a" * 1_000_000),
     "/image": _response("200 OK", "image/png", b"\x89PNG\r\n\x1a\n" + bytes(100)),
@@ -247,6 +253,31 @@ async def test_fetches_text_with_status_and_content_type(server: str, fetch: Htt
 async def test_caps_the_size(server: str, fetch: HttpFetch) -> None:
     text = await fetch.run({"url": f"{server}/big"})
     assert text.split("\n\n", 1)[1] == "a" * 10_000 + "\n[truncated after 10000 bytes]"
+
+
+async def test_an_html_page_is_read_as_text_with_its_links_resolved_against_the_name_asked(
+    server: str,
+) -> None:
+    """The socket goes to the pinned address; the links the model is shown name the host it asked for."""
+    port = httpx.URL(server).port
+
+    async def loopback(_host: str, _port: int) -> list[str]:
+        return ["127.0.0.1"]
+
+    tool = HttpFetch(
+        WorkerSettings(http_allowlist=[f"site.test:{port}"], http_allowed_networks=["127.0.0.1/32"]),
+        resolver=loopback,
+    )
+    try:
+        text = await tool.run({"url": f"http://site.test:{port}/docs/page.html"})
+    finally:
+        await tool.close()
+    head, body = text.split("\n\n", 1)
+    assert head == "HTTP 200\ncontent-type: text/html; charset=utf-8\nshown as: text, links as [text](URL)"
+    assert body == (
+        f"Title: Guide\n\nRead the [next part](http://site.test:{port}/docs/next.html) or "
+        f"[start](http://site.test:{port}/index.html)."
+    )
 
 
 async def test_stops_reading_an_endless_body(server: str, fetch: HttpFetch) -> None:

@@ -18,6 +18,7 @@ import httpx
 
 from taskyard_worker.settings import WorkerSettings
 from taskyard_worker.tools.base import Tool, ToolError, string_argument
+from taskyard_worker.tools.html_text import html_to_text, is_html
 from taskyard_worker.tools.http_body import ACCEPT_ENCODING, read_capped
 from taskyard_worker.tools.url_policy import (
     DEFAULT_PORTS,
@@ -66,7 +67,8 @@ class HttpFetch(Tool):
     name = "http_fetch"
     description = (
         "Fetch a web page or document with HTTP GET and return its status, content type and text "
-        "(truncated when long). Only some hosts are allowed."
+        "(an HTML page as its visible text, each link as [text](URL); truncated when long). "
+        "Only some hosts are allowed."
     )
     parameters = {
         "type": "object",
@@ -117,7 +119,7 @@ class HttpFetch(Tool):
                     check_url(url, self._allowlist)
                     continue
                 body, truncated = await self._read_capped(response)
-                return self._render(response, body, truncated)
+                return self._render(url, response, body, truncated)
         raise ToolError(f"more than {MAX_REDIRECTS} redirects")
 
     async def _pinned(self, url: httpx.URL) -> httpx.URL:
@@ -140,12 +142,16 @@ class HttpFetch(Tool):
         encoding = response.headers.get("content-encoding", "")
         return await read_capped(response.aiter_raw(), encoding, self._max_bytes)
 
-    def _render(self, response: httpx.Response, body: bytes, truncated: bool) -> str:
+    def _render(self, url: httpx.URL, response: httpx.Response, body: bytes, truncated: bool) -> str:
         content_type = response.headers.get("content-type", "")
         head = f"HTTP {response.status_code}\ncontent-type: {content_type or 'unknown'}\n"
         if content_type and not content_type.lower().startswith(_TEXT_TYPES):
             return head + f"\n[{len(body)} bytes of non-text content omitted]"
         text = body.decode(response.encoding or "utf-8", errors="replace")
+        if is_html(content_type):
+            # Links resolve against the name the model asked for, not the pinned address the socket used.
+            head += "shown as: text, links as [text](URL)\n"
+            text = html_to_text(text, str(url))
         note = f"\n[truncated after {self._max_bytes} bytes]" if truncated else ""
         return f"{head}\n{text}{note}"
 
