@@ -60,7 +60,11 @@ async def test_the_local_model_routes_and_answers_tasks(
         print(f"{len(ids)} tasks routed in {time.monotonic() - started:.1f} s")
         for name, document in documents.items():
             print(f"  {name}: {document['routing']}")
-            assert document["routing"]["method"] == "llm", document["routing"]
+            routing = document["routing"]
+            # The model was asked and its answer read. A choice without evidence in the request is overruled
+            # by the rules (the evidence floor, docs/routing.md): the right place, not a dead model.
+            assert routing["llm_calls"] >= 1 and routing["tokens"] > 0, routing
+            assert routing["method"] == "llm" or routing["fallback"] == "no_evidence", routing
             assert document["specialist"] == name, document["routing"]
 
         for name in ROUTE_ONLY:
