@@ -2,6 +2,7 @@
 
 import pytest
 
+from taskyard_broker_agent.routing.ngrams import EDIT_SIMILARITY, FuzzyVocabulary, one_edit
 from taskyard_broker_agent.routing.rules import (
     MAX_CONFIDENCE,
     NO_MATCH_CONFIDENCE,
@@ -119,6 +120,52 @@ specialists:
 )
 def test_typos_still_match_by_character_ngrams(rules: RulesRouter, request_text: str, specialist: str):
     assert rules.route(request_text).specialist == specialist
+
+
+@pytest.mark.parametrize(
+    ("request_text", "specialist"),
+    [
+        # Two letters swapped: too few trigrams left for the n-grams (``custoemr``/``customer``: Dice 0.4).
+        ("my custoemr is angyr", "support-analyst"),
+        ("please sumamrize it", "summarizer"),
+        ("reasearch the topic", "researcher"),
+    ],
+)
+def test_swapped_letters_match_a_keyword_one_edit_away(
+    rules: RulesRouter, request_text: str, specialist: str
+):
+    assert rules.route(request_text).specialist == specialist
+
+
+@pytest.mark.parametrize(
+    ("word", "term", "expected"),
+    [
+        ("transalte", "translate", True),  # adjacent letters swapped
+        ("slogen", "slogan", True),  # one letter replaced
+        ("slogna", "slogan", True),
+        ("summarise", "summarize", True),
+        ("sumary", "summary", True),  # one letter dropped
+        ("summmary", "summary", True),  # one letter added
+        ("ticket", "ticket", False),  # the same word is no slip
+        ("price", "prize", False),  # five letters: a replaced letter makes too many real words
+        ("prcie", "price", True),  # but a swap does not
+        ("xummary", "summary", False),  # the first letter is kept by replacements
+        ("tarnslaet", "translate", False),  # two slips
+        ("contracts", "contract", True),
+        ("bug", "bud", False),  # short words match exactly only
+    ],
+)
+def test_one_edit(word: str, term: str, expected: bool):
+    assert one_edit(word, term) is expected
+    assert one_edit(term, word) is expected
+
+
+def test_the_vocabulary_prefers_a_trigram_match_and_falls_back_to_one_edit():
+    vocabulary = FuzzyVocabulary(["summarize", "translate", "customer"])
+    assert vocabulary.closest("summrize") == ("summarize", pytest.approx(0.706, abs=0.01))
+    assert vocabulary.closest("transalte") == ("translate", EDIT_SIMILARITY)
+    assert vocabulary.closest("cusotmer") == ("customer", EDIT_SIMILARITY)
+    assert vocabulary.closest("banana") is None
 
 
 @pytest.mark.parametrize(
