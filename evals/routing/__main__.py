@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evals.routing.cases import DEV, HELD_OUT, Case, EvalSet, eval_sets, load_set, sample
+from evals.routing.cases import DEV, HELD_OUT, Case, EvalSet, eval_sets, load_set, misspelt, sample
 from evals.routing.score import Outcome, format_report, route_all, summarize
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.router import Router
@@ -65,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rules: without the cross-lingual lexicon (what it adds, on the same threshold)",
     )
+    parser.add_argument(
+        "--typos",
+        type=int,
+        metavar="SEED",
+        help="swap two adjacent letters in about a third of each request's long words (seeded): typo tolerance",
+    )
     parser.add_argument("--misses", action="store_true", help="list every wrong decision")
     parser.add_argument("--json", type=Path, help="write every decision and the summary to this file")
     args = parser.parse_args(argv)  # fmt: skip
@@ -91,6 +97,8 @@ def _evaluate(eval_set: EvalSet, args: argparse.Namespace, llm_settings: LlmSett
         cases = sample(cases, args.sample)
     if args.limit:
         cases = cases[: args.limit]
+    if args.typos is not None:
+        cases = misspelt(cases, args.typos)
     runs: dict[str, list[Outcome]] = {}
     if args.router in ("rules", "both"):
         rules = Router.create(catalog, None)
@@ -112,6 +120,7 @@ def _evaluate(eval_set: EvalSet, args: argparse.Namespace, llm_settings: LlmSett
     summaries = {name: summarize(outcomes) for name, outcomes in runs.items()}
     kept = " (held out of any tuning)" if eval_set.held_out else ""
     bare = (", examples dropped" if args.no_examples else "") + (", no lexicon" if args.no_lexicon else "")
+    bare += f", typing slips (seed {args.typos})" if args.typos is not None else ""
     print(
         f"\n#### set {eval_set.name}{kept}: {len(cases)} cases ({args.split}), catalog {_shown(eval_set.catalog)}{bare}"
     )

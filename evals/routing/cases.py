@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import random
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -102,6 +105,37 @@ def sample(cases: list[Case], per_slice: int, injection: int = 10) -> list[Case]
             taken[slice_] = taken.get(slice_, 0) + 1
             chosen.append(case)
     return chosen
+
+
+_LONG_WORD = re.compile(r"[^\W\d_]{6,}")
+
+
+def misspelt(cases: list[Case], seed: int, rate: float = 1 / 3) -> list[Case]:
+    """The cases with typing slips: in each word of six letters or more, with probability ``rate``, two
+    adjacent inner letters swapped (the first and last stay). Seeded per case id, so a run is repeatable and
+    a case's slips do not depend on which other cases were chosen. A stress test of typo tolerance on the
+    same labels: a slip changes no task."""
+
+    def slip(rng: random.Random, text: str) -> str:
+        def swap(match: re.Match[str]) -> str:
+            word = match.group(0)
+            if rng.random() >= rate:
+                return word
+            i = rng.randrange(1, len(word) - 2)
+            return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+
+        return _LONG_WORD.sub(swap, text)
+
+    def slipped(rng: random.Random, value: Any) -> Any:
+        if isinstance(value, str):
+            return slip(rng, value)
+        if isinstance(value, dict):
+            return {key: slipped(rng, item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [slipped(rng, item) for item in value]
+        return value
+
+    return [replace(c, input=slipped(random.Random(f"{seed}:{c.id}"), c.input)) for c in cases]
 
 
 def without_examples(catalog: Catalog) -> Catalog:

@@ -6,7 +6,16 @@ from collections import Counter
 import pytest
 
 from evals.routing.__main__ import main
-from evals.routing.cases import DEV, HELD_OUT, SLICES, eval_sets, load_cases, sample, without_examples
+from evals.routing.cases import (
+    DEV,
+    HELD_OUT,
+    SLICES,
+    eval_sets,
+    load_cases,
+    misspelt,
+    sample,
+    without_examples,
+)
 from evals.routing.score import route_all, summarize
 from taskyard_broker_agent.routing.router import Router
 from taskyard_common.catalog import Catalog, load_catalog
@@ -51,6 +60,22 @@ def test_without_examples_keeps_everything_else(catalog: Catalog):
     assert bare.names == catalog.names and bare.fallback == catalog.fallback
     assert not any(s.examples for s in bare.specialists)
     assert [s.keywords for s in bare.specialists] == [s.keywords for s in catalog.specialists]
+
+
+def test_typing_slips_swap_letters_inside_long_words_and_repeat_by_seed(catalog: Catalog):
+    cases = load_cases(catalog)[:40]
+    slipped = misspelt(cases, seed=1)
+    assert misspelt(cases, seed=1) == slipped and misspelt(cases, seed=2) != slipped
+    assert [c.label for c in slipped] == [c.label for c in cases]
+    changed = [(a.input, b.input) for a, b in zip(cases, slipped, strict=True) if a.input != b.input]
+    assert len(changed) > 10
+    for before, after in changed:
+        if isinstance(before, str):
+            assert sorted(before) == sorted(after) and len(before) == len(after)
+            # Short words, first and last letters are kept.
+            assert before.split()[0][0] == after.split()[0][0]
+    # A case's slips do not depend on the other cases chosen.
+    assert misspelt(cases[5:6], seed=1) == slipped[5:6]
 
 
 def test_rules_router_figures(catalog: Catalog):
