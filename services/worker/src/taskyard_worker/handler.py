@@ -143,6 +143,7 @@ class WorkHandler:
         # broker's consumer timeout never closes the channel under a waiting delivery.
         slots, message = self._ctx.slots, flight.message
         if not await slots.acquire(message.priority, timeout=self._ctx.settings.settle_after_seconds):
+            self._hand_off(flight)
             await self._defer(message, 0, "no slot came free in time", "no_slot", crashes=flight.crashes)
             return
         try:
@@ -205,6 +206,7 @@ class WorkHandler:
                 flight.leased = True
                 await self._attempts.run(flight, record)
             case Defer(delay_seconds=delay, reason=reason, label=label):
+                self._hand_off(flight)
                 await self._defer(message, delay, reason, label, crashes=flight.crashes)
             case Park(reason=reason, label=label):
                 # Routine under load, like a refusal sent round (counted, in the task's history): debug.
@@ -217,10 +219,18 @@ class WorkHandler:
                 log.info("task %s: %s", message.task_id, note)
                 self._ctx.count(outcome)
             case HandBack():
+                self._hand_off(flight)
                 await self._publish(self._ctx.topology.quarantine_exchange, message, crashes=flight.crashes)
                 self._ctx.count("handed_back")
             case _:
                 assert_never(action)
+
+    def _hand_off(self, flight: Flight) -> None:
+        """The flight, which never started its task, is about to publish its message's successor: it stops
+        counting as the task's flight first. The copy can be delivered here before the publish's confirm
+        resumes this flight (on a loaded machine, often), and a delivery that finds its task in flight is
+        sent round for a whole lease as a duplicate."""
+        self.flights.remove(flight)
 
     async def _defer(
         self,
