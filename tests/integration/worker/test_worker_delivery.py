@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +154,33 @@ async def test_early_acks_never_let_a_worker_run_more_than_its_concurrency(
     spans = sorted((r.started_at, r.finished_at) for r in records)
     for (_, finished), (started, _) in itertools.pairwise(spans):
         assert finished is not None and started is not None and started >= finished, "one at a time"
+
+
+async def test_a_delivery_sent_round_is_not_taken_for_a_duplicate_of_itself(
+    harness: Harness,
+    make_settings: Callable[..., ServiceSettings],
+    write_catalog: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A delivery that finds no free slot publishes its copy and only then ends. On a loaded machine the
+    # broker delivers the copy before the publish's confirm resumes the old delivery: played here by a
+    # real publish whose return is late. The copy must run as soon as a slot frees, not be taken for a
+    # duplicate of a task "in flight here" and sent round for a whole lease.
+    await harness.script([{"delay_seconds": 1.2, "content": "slow answer"}], repeat_last=True)
+    settings = make_settings(catalog=write_catalog(concurrency=1), settle_after_seconds=0.3)
+    in_flight = counter(TASK_START_DEFERRALS, "general", "in_flight")
+    no_slot = counter(TASK_START_DEFERRALS, "general", "no_slot")
+    async with running_worker(settings, "general") as worker:
+        publisher = worker.context.publisher
+        publish = publisher.publish
+
+        async def confirmed_late(*args: Any, **kwargs: Any) -> None:
+            await publish(*args, **kwargs)
+            await asyncio.sleep(0.5)
+
+        monkeypatch.setattr(publisher, "publish", confirmed_late)
+        messages = [await harness.submit(f"long task {i}") for i in range(2)]
+        for m in messages:
+            await harness.wait(m.task_id, TaskStatus.COMPLETED, within=60)
+    assert counter(TASK_START_DEFERRALS, "general", "no_slot") > no_slot, "no delivery was sent round"
+    assert counter(TASK_START_DEFERRALS, "general", "in_flight") == in_flight
