@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -159,3 +160,47 @@ async def test_a_task_that_kills_its_quarantine_child_is_dead_lettered_without_a
     log = service.log_tail(400)
     assert code == 0, log
     assert "proven poison, dead-lettered" in log
+
+
+async def test_a_crash_takes_only_its_own_main_childs_tasks_with_it(
+    harness: Harness, write_catalog: Callable[..., Path], service_logs: Path
+) -> None:
+    # Two main children share a concurrency of 2 (one task each); the poison's call hangs until its child
+    # dies, the healthy task's answers after a few seconds, long after the kill.
+    catalog_path = write_catalog(concurrency=2)
+    await harness.devllm.script(harness.model, [{"delay_seconds": 6, "content": "healthy"}], by_turn=True)
+    await harness.devllm.script(harness.model, [{"delay_seconds": 120}], by_turn=True, when="POISON")
+    port = free_port()
+    settings = harness.settings
+    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
+    env["TASKYARD_WORKER_LEASE_SECONDS"] = str(LEASE_SECONDS)
+    env["TASKYARD_WORKER_MAIN_CHILDREN"] = "2"
+    # The poison hangs again in quarantine: the stop at the end hands it back instead of waiting for it.
+    env["TASKYARD_WORKER_SHUTDOWN_GRACE_SECONDS"] = "1"
+    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    try:
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        kids = children(service.proc.pid)
+        assert len(kids) == 4, "two children for the main queues, two for the quarantine queue"
+        assert listener(port, kids) is not None, "one of them serves health and metrics"
+
+        healthy = await harness.submit("A healthy task.")
+        poison = await harness.submit("POISON: this call hangs until its worker dies.")
+        await harness.wait_llm_calls(2)
+        healthy_owner = (await harness.wait(healthy.task_id, TaskStatus.RUNNING)).lease_owner
+        poison_owner = (await harness.wait(poison.task_id, TaskStatus.RUNNING)).lease_owner
+        assert healthy_owner is not None and poison_owner is not None
+        assert healthy_owner != poison_owner, "each main child runs one task (its share of the concurrency)"
+        killed = int(poison_owner.split(":")[1])
+        os.kill(killed, signal.SIGKILL)
+
+        record = await harness.wait(healthy.task_id, TaskStatus.COMPLETED, within=60)
+        assert record.result is not None and record.result["output"] == "healthy"
+        starts = [e for e in await harness.store.events(healthy.task_id) if e.type == "attempt_started"]
+        # With one main child for both, the kill took the healthy task with it: it ran again in quarantine.
+        assert [s.data["worker"] for s in starts] == [healthy_owner], "not touched by the other child's crash"
+    finally:
+        code = await asyncio.to_thread(service.stop)
+    log = service.log_tail(400)
+    assert code == 0, log
+    assert f"worker child {killed} died (signal SIGKILL): restart #1" in log

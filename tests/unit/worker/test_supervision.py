@@ -14,6 +14,7 @@ from taskyard_worker.supervision import (
     Role,
     after_child_exit,
     child_roles,
+    main_share,
     restart_delay,
     stop_code,
     unready_streak,
@@ -64,6 +65,26 @@ def test_a_job_stays_one_process_a_service_splits_off_the_quarantine():
     assert child_roles(job_mode=False, quarantine_children=2) == (Role.MAIN, Role.QUARANTINE, Role.QUARANTINE)
     assert child_roles(job_mode=True, quarantine_children=2) == (Role.ALL,)
     assert child_roles(job_mode=False, quarantine_children=0) == (Role.ALL,)
+
+
+def test_more_main_children_share_the_main_queues_and_only_the_first_serves_health():
+    roles = child_roles(job_mode=False, quarantine_children=2, main_children=3)
+    assert roles == (Role.MAIN, Role.MAIN_MORE, Role.MAIN_MORE, Role.QUARANTINE, Role.QUARANTINE)
+    assert [r.main_queues for r in roles] == [True, True, True, False, False]
+    assert [r.quarantine_queue for r in roles] == [False, False, False, True, True]
+    assert [r.serves_health for r in roles] == [True, False, False, False, False]
+    # Without quarantine children the first consumes the quarantine queue too; a job stays one process.
+    assert child_roles(job_mode=False, quarantine_children=0, main_children=2) == (Role.ALL, Role.MAIN_MORE)
+    assert child_roles(job_mode=True, main_children=4) == (Role.ALL,)
+    assert Role.ALL.main_queues and Role.ALL.quarantine_queue and Role.ALL.serves_health
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "children", "share"),
+    [(16, 1, 16), (16, 4, 4), (16, 16, 1), (10, 4, 3), (2, 4, 1), (1, 1, 1)],
+)
+def test_main_children_split_the_concurrency_rounding_up(concurrency: int, children: int, share: int):
+    assert main_share(concurrency, children) == share
 
 
 def test_the_supervisors_exit_code_is_the_first_failure():

@@ -18,6 +18,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         "QUARANTINE",
         "SUPERVISOR",
         "QUARANTINE_CHILDREN",
+        "MAIN_CHILDREN",
     ):
         monkeypatch.delenv(f"TASKYARD_WORKER_{name}", raising=False)
     settings = WorkerSettings()
@@ -30,6 +31,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.settle_after_seconds == 600
     assert settings.quarantine is True
     assert settings.supervisor is True and settings.quarantine_children == 2
+    assert settings.main_children == 1
 
 
 @pytest.mark.parametrize(

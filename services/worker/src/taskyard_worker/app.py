@@ -83,9 +83,9 @@ class Worker:
             await consume(control, ControlMessage, ControlHandler(self.context)),
         )
         queues: list[tuple[AbstractQueue, Source]] = []
-        if self.role is not Role.QUARANTINE:
+        if self.role.main_queues:
             queues += [(queue, Source.MAIN) for queue in resources.main_queues]
-        if self.role is not Role.MAIN:
+        if self.role.quarantine_queue:
             queues.append((resources.quarantine_queue, Source.QUARANTINE))
         for queue, source in queues:
             tag = await consume(queue, WorkMessage, self.handler.consumer(source))
@@ -138,6 +138,9 @@ class ChildRun:
     # A successor of a child that consumed: the topology is declared, only this specialist's queues are
     # (``WorkerResources.open``), at its first start (a catalog change declares everything again).
     topology_declared: bool = False
+    # How many children share the specialist's concurrency (a main child's share: ``supervision.main_share``,
+    # of the catalog's figure at each start, which a catalog change may move).
+    concurrency_split: int = 1
 
 
 @asynccontextmanager
@@ -155,7 +158,8 @@ async def running_worker(
         specialist,
         catalog=catalog,
         owner=child.owner,
-        serve_health=child.role is not Role.QUARANTINE,
+        serve_health=child.role.serves_health,
+        concurrency_split=child.concurrency_split,
         metrics_dir=child.metrics_dir,
         topology_declared=child.topology_declared,
     ) as resources:
@@ -315,7 +319,12 @@ def run_worker(settings: ServiceSettings, specialist: str) -> None:
 
     def child_main(role: Role, owner: str, on_ready: Callable[[], None], successor: bool) -> int:
         run = ChildRun(
-            role=role, owner=owner, on_ready=on_ready, metrics_dir=metrics_dir, topology_declared=successor
+            role=role,
+            owner=owner,
+            on_ready=on_ready,
+            metrics_dir=metrics_dir,
+            topology_declared=successor,
+            concurrency_split=settings.worker.main_children if role.main_queues else 1,
         )
         try:
             return exit_code(lambda: asyncio.run(serve(settings, specialist, run)))
@@ -326,7 +335,11 @@ def run_worker(settings: ServiceSettings, specialist: str) -> None:
             return 1
 
     job_mode = settings.worker.exit_when_idle_seconds is not None
-    roles = child_roles(job_mode=job_mode, quarantine_children=settings.worker.quarantine_children)
+    roles = child_roles(
+        job_mode=job_mode,
+        quarantine_children=settings.worker.quarantine_children,
+        main_children=settings.worker.main_children,
+    )
     supervisor = Supervisor(roles, child_main, settings.db, metrics_dir=metrics_dir)
     try:
         code = supervisor.run()

@@ -34,6 +34,7 @@ from taskyard_common.store.budgets import BudgetStore
 from taskyard_common.store.rate_limits import RateLimitStore
 from taskyard_common.topology import Topology, declare, declare_specialist, work_queue_arguments
 from taskyard_worker.settings import ServiceSettings
+from taskyard_worker.supervision import main_share
 from taskyard_worker.tools import ToolRegistry, UnknownToolError
 from taskyard_worker.tools.registry import check_tool_names
 
@@ -149,6 +150,7 @@ class WorkerResources:
         serve_health: bool = True,
         metrics_dir: str | None = None,
         topology_declared: bool = False,
+        concurrency_split: int = 1,
     ) -> AsyncIterator[WorkerResources]:
         """Check the configuration, open everything, yield; on exit close what was opened, in reverse
         order: health first (stop advertising readiness), the store last. ``catalog``: the catalog now
@@ -158,8 +160,12 @@ class WorkerResources:
         supervisor's shared metrics directory (``pod_metrics``: ``/metrics`` serves every child's values);
         ``topology_declared``: a supervisor's child that consumed before declared the whole topology, so this
         one declares only its specialist's queues (a poison task's kills fork many children, each of which
-        declared every queue of the catalog again, on a CPU the other services need)."""
+        declared every queue of the catalog again, on a CPU the other services need); ``concurrency_split``:
+        how many of a supervisor's children share the specialist's concurrency (``spec`` then holds this
+        one's share, ``supervision.main_share``)."""
         catalog, spec = load_spec(settings, specialist, catalog)
+        if concurrency_split > 1:
+            spec = spec.model_copy(update={"concurrency": main_share(spec.concurrency, concurrency_split)})
         async with AsyncExitStack() as stack:
             store = await PostgresTaskStore.open(settings.db)
             stack.push_async_callback(store.close)

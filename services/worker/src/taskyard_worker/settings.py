@@ -77,6 +77,11 @@ class WorkerSettings(BaseSettings):
     # 0: the main child consumes the quarantine queue too (a poison task's crash in quarantine then takes
     # the main child's running tasks with it).
     quarantine_children: int = Field(default=2, ge=0, le=16)
+    # Under a supervisor, how many children consume the main queues, sharing the specialist's concurrency
+    # (each runs ``ceil(concurrency / main_children)`` tasks and prefetches twice that). A poison task's crash
+    # ends only its own child: with more children it takes fewer healthy tasks with it, at the cost of a
+    # process, a broker connection and a database pool each. The first one serves health and metrics.
+    main_children: int = Field(default=1, ge=1, le=64)
     # Job mode (a KEDA ScaledJob): stop gracefully and exit 0 once nothing was in flight and nothing was
     # delivered for this long, so the Job completes. None: run until SIGTERM. ``--exit-when-idle`` wins.
     exit_when_idle_seconds: float | None = Field(default=None, gt=0)

@@ -26,16 +26,41 @@ class Role(enum.StrEnum):
 
     ALL = "all"  # the main queues and the quarantine queue (one process: unsupervised, or job mode)
     MAIN = "main"  # the main queues; serves health and metrics
+    MAIN_MORE = "main-more"  # the main queues too, beside the MAIN child; serves nothing
     QUARANTINE = "quarantine"  # the quarantine queue only: a poison crash there kills no healthy task
 
+    @property
+    def main_queues(self) -> bool:
+        return self is not Role.QUARANTINE
 
-def child_roles(*, job_mode: bool, quarantine_children: int = 1) -> tuple[Role, ...]:
-    """The children one supervisor keeps running: the main one and ``quarantine_children`` quarantine ones
-    (each runs one suspect at a time; 0: the main child consumes the quarantine queue too). A job (KEDA
-    ScaledJob) stays one process: its idle exit ends the Job, and a quarantine child would keep it alive."""
-    if job_mode or quarantine_children == 0:
+    @property
+    def quarantine_queue(self) -> bool:
+        return self in (Role.ALL, Role.QUARANTINE)
+
+    @property
+    def serves_health(self) -> bool:
+        """One child per pod serves its health and metrics port (the others would find it taken)."""
+        return self in (Role.ALL, Role.MAIN)
+
+
+def child_roles(*, job_mode: bool, quarantine_children: int = 1, main_children: int = 1) -> tuple[Role, ...]:
+    """The children one supervisor keeps running: ``main_children`` on the main queues, which share the
+    specialist's concurrency (``main_share``), and ``quarantine_children`` quarantine ones (each runs one
+    suspect at a time; 0: the first main child consumes the quarantine queue too). A job (KEDA ScaledJob)
+    stays one process: its idle exit ends the Job, and another child would keep it alive."""
+    if job_mode:
         return (Role.ALL,)
-    return (Role.MAIN, *(Role.QUARANTINE,) * quarantine_children)
+    more = (Role.MAIN_MORE,) * (max(1, main_children) - 1)
+    if quarantine_children == 0:
+        return (Role.ALL, *more)
+    return (Role.MAIN, *more, *(Role.QUARANTINE,) * quarantine_children)
+
+
+def main_share(concurrency: int, main_children: int) -> int:
+    """One main child's concurrency: the specialist's, split between ``main_children`` (rounded up, at
+    least one each). A poison task's crash takes only its own child's tasks with it, so the smaller each
+    child's share the fewer healthy tasks a crash moves to quarantine and returns to the queue."""
+    return max(1, -(-concurrency // max(1, main_children)))
 
 
 @dataclass(frozen=True)
