@@ -184,6 +184,13 @@ async def test_a_crash_takes_only_its_own_main_childs_tasks_with_it(
         assert len(kids) == 4, "two children for the main queues, two for the quarantine queue"
         assert listener(port, kids) is not None, "one of them serves health and metrics"
 
+        # /readyz is the first main child's: wait for the other one to consume too.
+        queue = harness.bus.topology.specialist_queue("general")
+
+        async def both_consume() -> bool:
+            return await harness.bus.consumers(queue) == 2
+
+        await eventually(both_consume, timeout=30, what="two main children consuming")
         healthy = await harness.submit("A healthy task.")
         poison = await harness.submit("POISON: this call hangs until its worker dies.")
         await harness.wait_llm_calls(2)
