@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -116,9 +116,10 @@ async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiti
 
         async def replaced() -> bool:
             now = children(service.proc.pid)
-            return len(now) == 3 and main not in now
+            # The successor and, the main queues split after a crash (main_split.py), three more.
+            return len(now) == 6 and main not in now
 
-        await eventually(replaced, timeout=30, what="a new main child")
+        await eventually(replaced, timeout=30, what="a new main child and the split's")
         assert not await exchange_exists(harness.bus.connection, intake)
         await harness.bus.channel.declare_exchange(intake, aio_pika.ExchangeType.DIRECT, durable=True)
     finally:
@@ -211,3 +212,54 @@ async def test_a_crash_takes_only_its_own_main_childs_tasks_with_it(
     log = service.log_tail(400)
     assert code == 0, log
     assert f"worker child {killed} died (signal SIGKILL): restart #1" in log
+
+
+async def test_after_a_main_crash_the_main_queues_split_and_merge_again_once_calm(
+    harness: Harness, write_catalog: Callable[..., Path], service_logs: Path
+) -> None:
+    # The first call hangs until its child dies; the re-run in quarantine answers, and so does a task sent
+    # after the merge.
+    catalog_path = write_catalog(concurrency=2)
+    await harness.script([{"delay_seconds": 120}, {"content": "after the crash"}, {"content": "merged"}])
+    port = free_port()
+    settings = harness.settings
+    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
+    env["TASKYARD_WORKER_LEASE_SECONDS"] = str(LEASE_SECONDS)
+    env["TASKYARD_WORKER_SPLIT_AFTER_CRASH"] = "2"
+    env["TASKYARD_WORKER_SPLIT_CALM_SECONDS"] = "4"
+    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    queue = harness.bus.topology.specialist_queue("general")
+
+    def count(expected: int) -> Callable[[], Awaitable[bool]]:
+        async def reached() -> bool:
+            return len(children(service.proc.pid)) == expected and await harness.bus.consumers(queue) == (
+                expected - 2
+            )
+
+        return reached
+
+    try:
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        await eventually(count(3), timeout=30, what="one main child and two quarantine ones")
+        first = await harness.submit("This call hangs until its worker dies.")
+        running = await harness.wait(first.task_id, TaskStatus.RUNNING)
+        await harness.wait_llm_calls(1)
+        assert running.lease_owner is not None
+        os.kill(int(running.lease_owner.split(":")[1]), signal.SIGKILL)
+
+        await eventually(count(4), timeout=30, what="two main children after the crash")
+        record = await harness.wait(first.task_id, TaskStatus.COMPLETED, within=60)
+        assert record.result is not None and record.result["output"] == "after the crash"
+        # Four calm seconds later one main child again (stopped gracefully, so a clean exit each), and it
+        # consumes: a new task completes.
+        await eventually(count(3), timeout=60, what="one main child again after the calm period")
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        second = await harness.submit("After the merge.")
+        record = await harness.wait(second.task_id, TaskStatus.COMPLETED, within=60)
+        assert record.result is not None and record.result["output"] == "merged"
+    finally:
+        code = await asyncio.to_thread(service.stop)
+    log = service.log_tail(400)
+    assert code == 0, log
+    assert "the main queues run in 2 children for at least 4 s" in log
+    assert "no main worker crash for 4 s: back to one main child" in log

@@ -19,6 +19,8 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         "SUPERVISOR",
         "QUARANTINE_CHILDREN",
         "MAIN_CHILDREN",
+        "SPLIT_AFTER_CRASH",
+        "SPLIT_CALM_SECONDS",
     ):
         monkeypatch.delenv(f"TASKYARD_WORKER_{name}", raising=False)
     settings = WorkerSettings()
@@ -32,6 +34,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.quarantine is True
     assert settings.supervisor is True and settings.quarantine_children == 2
     assert settings.main_children == 1
+    assert settings.split_after_crash == 4 and settings.split_calm_seconds == 300
 
 
 @pytest.mark.parametrize(

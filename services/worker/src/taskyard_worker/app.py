@@ -41,6 +41,7 @@ from taskyard_worker.control import ControlHandler
 from taskyard_worker.flights import Source
 from taskyard_worker.handler import WorkHandler
 from taskyard_worker.heartbeat import Heartbeat
+from taskyard_worker.main_split import MainSplit
 from taskyard_worker.resources import StartupError, WorkerResources, load_spec
 from taskyard_worker.settings import ServiceSettings, get_settings
 from taskyard_worker.supervision import Role, child_roles
@@ -317,14 +318,14 @@ def run_worker(settings: ServiceSettings, specialist: str) -> None:
     # merges (a quarantine child's tasks, a killed child's counts).
     metrics_dir = share_between_processes()
 
-    def child_main(role: Role, owner: str, on_ready: Callable[[], None], successor: bool) -> int:
+    def child_main(role: Role, owner: str, on_ready: Callable[[], None], successor: bool, split: int) -> int:
         run = ChildRun(
             role=role,
             owner=owner,
             on_ready=on_ready,
             metrics_dir=metrics_dir,
             topology_declared=successor,
-            concurrency_split=settings.worker.main_children if role.main_queues else 1,
+            concurrency_split=split,
         )
         try:
             return exit_code(lambda: asyncio.run(serve(settings, specialist, run)))
@@ -340,7 +341,15 @@ def run_worker(settings: ServiceSettings, specialist: str) -> None:
         quarantine_children=settings.worker.quarantine_children,
         main_children=settings.worker.main_children,
     )
-    supervisor = Supervisor(roles, child_main, settings.db, metrics_dir=metrics_dir)
+    worker = settings.worker
+    # Only a pod with one main child at rest, which has a quarantine child to isolate the suspects in.
+    adaptive = not job_mode and worker.quarantine_children > 0 and worker.main_children == 1
+    split = MainSplit(
+        base=worker.main_children,
+        after_crash=worker.split_after_crash if adaptive else 1,
+        calm_seconds=worker.split_calm_seconds,
+    )
+    supervisor = Supervisor(roles, child_main, settings.db, metrics_dir=metrics_dir, split=split)
     try:
         code = supervisor.run()
     finally:

@@ -82,6 +82,11 @@ class WorkerSettings(BaseSettings):
     # ends only its own child: with more children it takes fewer healthy tasks with it, at the cost of a
     # process, a broker connection and a database pool each. The first one serves health and metrics.
     main_children: int = Field(default=1, ge=1, le=64)
+    # Under a supervisor with one main child: once a main child dies by a signal (a task killed it), the main
+    # queues run in this many children, splitting the concurrency as ``main_children`` does, until
+    # ``split_calm_seconds`` pass without another such crash; then in one again (``main_split.py``). 1: never.
+    split_after_crash: int = Field(default=4, ge=1, le=64)
+    split_calm_seconds: float = Field(default=300.0, gt=0)
     # Job mode (a KEDA ScaledJob): stop gracefully and exit 0 once nothing was in flight and nothing was
     # delivered for this long, so the Job completes. None: run until SIGTERM. ``--exit-when-idle`` wins.
     exit_when_idle_seconds: float | None = Field(default=None, gt=0)

@@ -13,6 +13,9 @@ its own, known to the parent): the messages that its death returned start again 
 children instead of waiting a lease (``crashes.lease_wait``). The tasks stay ``running`` until then, so a
 redelivery still counts the crash.
 
+After a main child's crash the main queues run in more, smaller children for a while (``main_split.py``):
+the parent forks them, and once calm stops them gracefully and forks one main child again.
+
 SIGTERM or SIGINT to the parent goes to every child (each stops gracefully, ``app.py``) and the parent exits
 after them; SIGHUP (re-read the catalog) goes to every child. A child dies with the parent
 (``PR_SET_PDEATHSIG`` on Linux): a SIGKILLed pod leaves no orphan consuming.
@@ -22,13 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import logging
 import os
 import select
 import signal
-import socket
 import sys
 import time
 import uuid
@@ -38,20 +39,15 @@ from dataclasses import dataclass, field
 from taskyard_common.pod_metrics import process_ended
 from taskyard_common.settings import DbSettings
 from taskyard_common.store import PostgresTaskStore
+from taskyard_worker.child_processes import FORWARDED, become_child, describe, owner_id, reap
+from taskyard_worker.main_split import MainSplit
 from taskyard_worker.supervision import Exit, Restart, Role, after_child_exit, stop_code, unready_streak
 
 log = logging.getLogger(__name__)
 
 # A child's body: (role, lease owner id, call once consuming, a child of this supervisor consumed before,
-# so the topology is declared) -> exit code.
-ChildMain = Callable[[Role, str, Callable[[], None], bool], int]
-_PR_SET_PDEATHSIG = 1
-_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def owner_id(pid: int, token: str) -> str:
-    """A child's lease owner id: readable (host, pid) and unique (``token``: a pid comes back in a pod)."""
-    return f"{socket.gethostname()}:{pid}:{token}"
+# so the topology is declared, how many children split the concurrency it shares) -> exit code.
+ChildMain = Callable[[Role, str, Callable[[], None], bool, int], int]
 
 
 @dataclass
@@ -75,6 +71,7 @@ class _Slot:
     restarts: int = 0
     due: float | None = None  # a restart waiting for its pause
     crashed_at: float | None = None
+    active: bool = True  # a main child added by a split runs only while the main queues are split
 
 
 @dataclass
@@ -83,6 +80,7 @@ class Supervisor:
     child_main: ChildMain
     db: DbSettings
     metrics_dir: str | None = None  # ``pod_metrics.share_between_processes``: a dead child's gauges go
+    split: MainSplit = field(default_factory=MainSplit)  # how many main children, now and after a crash
     children: dict[int, Child] = field(default_factory=dict)
     stopping: bool = False
     codes: list[int] = field(default_factory=list)
@@ -99,15 +97,17 @@ class Supervisor:
         for fd in self._wake:
             os.set_blocking(fd, False)
         previous = signal.set_wakeup_fd(self._wake[1])
-        handlers = {sig: signal.signal(sig, self._on_signal) for sig in (*_FORWARDED, signal.SIGCHLD)}
+        handlers = {sig: signal.signal(sig, self._on_signal) for sig in (*FORWARDED, signal.SIGCHLD)}
         try:
             for index in range(len(self._slots)):
                 self._spawn(index, None)
             while self.children or any(s.due is not None for s in self._slots):
                 self._wait()
-                for pid, status in _reap():
+                for pid, status in reap():
                     self._ended(pid, status)
                 now = time.monotonic()
+                if not self.stopping and self.split.merge_due(now):
+                    self._merge()
                 for index, slot in enumerate(self._slots):
                     if slot.due is not None and (self.stopping or now >= slot.due):
                         slot.due = None
@@ -134,6 +134,9 @@ class Supervisor:
     def _wait(self) -> None:
         """Until a signal, a child's readiness or a pending restart's time."""
         dues = [s.due for s in self._slots if s.due is not None]
+        merge = self.split.next_deadline()
+        if merge is not None:
+            dues.append(merge)
         timeout = max(0.0, min(dues) - time.monotonic()) if dues else None
         watched = {c.ready_fd: pid for pid, c in self.children.items() if c.ready_fd >= 0}
         readable, _, _ = select.select([self._wake[0], *watched], [], [], timeout)
@@ -165,7 +168,7 @@ class Supervisor:
         pid = os.fork()
         if pid == 0:  # the child: never returns
             os.close(ready_r)
-            _become_child(self._pid, [*self._wake, *(c.ready_fd for c in self.children.values())])
+            become_child(self._pid, [*self._wake, *(c.ready_fd for c in self.children.values())])
 
             def ready() -> None:
                 with contextlib.suppress(OSError):
@@ -173,7 +176,8 @@ class Supervisor:
 
             code = 1
             try:
-                code = self.child_main(role, owner_id(os.getpid(), token), ready, self._consumed)
+                share = self.split.share_of(role)
+                code = self.child_main(role, owner_id(os.getpid(), token), ready, self._consumed, share)
             finally:
                 logging.shutdown()
                 with contextlib.suppress(Exception):
@@ -195,6 +199,9 @@ class Supervisor:
         code = os.waitstatus_to_exitcode(status)
         if self.metrics_dir is not None:
             process_ended(pid, self.metrics_dir)
+        if pid in self.split.retiring and not self.stopping:
+            self._retired(pid, child, code)
+            return
         slot = self._slots[child.slot]
         slot.unready_crashes = unready_streak(slot.unready_crashes, was_ready=child.ready)
         decision = after_child_exit(code, stopping=self.stopping, unready_crashes=slot.unready_crashes)
@@ -203,11 +210,15 @@ class Supervisor:
             slot.crashed_at = time.monotonic()
             log.warning(
                 "%s worker child %d died (%s): restart #%d in %.1f s",
-                child.role, pid, _describe(code), slot.restarts, decision.delay_seconds,
+                child.role, pid, describe(code), slot.restarts, decision.delay_seconds,
             )  # fmt: skip
             # The leases first: the dead child's messages are being redelivered to the other children now,
             # and each start that finds its task's lease still held waits (a fork takes a moment only).
             self._expire_leases(child.owner)
+            if child.role.main_queues and self.split.crashed(slot.crashed_at):
+                self._split_main()
+            if not slot.active:
+                return
             if decision.delay_seconds > 0:
                 slot.due = slot.crashed_at + decision.delay_seconds
             else:
@@ -216,11 +227,50 @@ class Supervisor:
         assert isinstance(decision, Exit)
         self.codes.append(decision.code)
         if not self.stopping:
-            log.info("%s worker child %d exited (%s): stopping", child.role, pid, _describe(code))
+            log.info("%s worker child %d exited (%s): stopping", child.role, pid, describe(code))
             self.stopping = True
             for other in self.children:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(other, signal.SIGTERM)
+
+    def _split_main(self) -> None:
+        """A main child died: fork the other main children of the split (``main_split.py``); the dead one's
+        successor, forked next, runs its share too."""
+        more = [i for i, s in enumerate(self._slots) if s.role is Role.MAIN_MORE]
+        while len(more) < self.split.current - 1:
+            self._slots.append(_Slot(Role.MAIN_MORE))
+            more.append(len(self._slots) - 1)
+        log.warning(
+            "main worker child crashed: the main queues run in %d children for at least %.0f s",
+            self.split.current, self.split.calm_seconds,
+        )  # fmt: skip
+        for index in more:
+            self._slots[index].active = True
+            self._spawn(index, None)
+
+    def _merge(self) -> None:
+        """No main crash for the calm period: stop the split main children gracefully, then fork one."""
+        for slot in self._slots:
+            if slot.role is Role.MAIN_MORE:
+                slot.active, slot.due = False, None
+        mains = {pid for pid, c in self.children.items() if c.role.main_queues}
+        log.info("no main worker crash for %.0f s: back to one main child", self.split.calm_seconds)
+        self.split.merging(mains)
+        for pid in mains:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        if not mains:  # none alive (a restart waiting for its pause): it will run the whole concurrency
+            self.split.retired(-1)
+
+    def _retired(self, pid: int, child: Child, code: int) -> None:
+        """A main child stopped for the merge ended (a crash while it drained ends its leases as any crash
+        does); after the last, one main child again."""
+        if code < 0:
+            self._expire_leases(child.owner)
+        if self.split.retired(pid):
+            main = next(i for i, s in enumerate(self._slots) if s.role is Role.MAIN)
+            if self._slots[main].due is None:
+                self._spawn(main, None)
 
     def _expire_leases(self, owner: str) -> None:
         """End the dead child's leases now; a failure only leaves them to run out."""
@@ -241,40 +291,3 @@ async def expire_leases(db: DbSettings, owner: str) -> int:
         return await store.expire_leases(owner)
     finally:
         await store.close()
-
-
-def _become_child(parent: int, inherited: list[int]) -> None:
-    """In a new child: the default signal handling back (``app.py`` installs its own), the parent's pipes
-    closed, and death with the parent."""
-    signal.set_wakeup_fd(-1)
-    for sig in (*_FORWARDED, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)
-    for fd in inherited:
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the prctl: it would never fire
-        os._exit(1)
-
-
-def _reap() -> list[tuple[int, int]]:
-    ended: list[tuple[int, int]] = []
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return ended
-        if pid == 0:
-            return ended
-        ended.append((pid, status))
-
-
-def _describe(code: int) -> str:
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"signal {signal.Signals(-code).name}"
-        return f"signal {-code}"
-    return f"exit code {code}"
