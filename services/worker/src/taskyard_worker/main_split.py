@@ -2,14 +2,14 @@
 while, then one again.
 
 One main child runs a pod's whole ``concurrency``, which is what the clean throughput wants (more children
-cost 15 to 25 % of it with four, docs/worker.md); but a task that kills it takes every task running beside
-it into quarantine and returns its whole prefetch. A pod that has just seen a main child die by a signal is
-the pod where that is likely to happen again (poison tasks come in bursts: one bad input format, one tool
-that crashes on it). So the supervisor then runs the main queues in ``after_crash`` children, each with its
-share of the concurrency (``supervision.main_share``), until ``calm_seconds`` pass without another main
-crash; then it stops them gracefully (their tasks finish their step or are handed back, as on SIGTERM) and
-forks one main child again. Only for a pod that runs one main child at rest (``TASKYARD_WORKER_MAIN_CHILDREN``
-1): one that chose more keeps them.
+cost some of it, docs/worker.md); but a task that kills it takes every task running beside it into
+quarantine and returns its whole prefetch. The bet: a task that kills a process often has others like it
+behind it (one bad input format, one tool that crashes on it), so a pod that has just seen a main child die
+by a signal is where the next crash is likeliest. So the supervisor then runs the main queues in
+``after_crash`` children, each with its share of the concurrency (``supervision.main_share``), until
+``calm_seconds`` pass without another main crash; then it stops them gracefully (their tasks finish their
+step or are handed back, as on SIGTERM) and forks one main child again. Only for a pod that runs one main
+child at rest (``TASKYARD_WORKER_MAIN_CHILDREN`` 1): one that chose more keeps them.
 
 State and decisions only; ``supervisor.py`` forks and signals. Unit-tested without processes.
 """
