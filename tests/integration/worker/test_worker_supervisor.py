@@ -65,16 +65,25 @@ async def exchange_exists(connection: AbstractConnection, name: str) -> bool:
     return True
 
 
+def supervised_worker(
+    harness: Harness, catalog_path: Path, service_logs: Path, **env: str
+) -> tuple[Service, int]:
+    """``taskyard-worker`` for general under its supervisor (started, not yet ready), with ``env`` on top of a
+    lease far longer than the test; and its health port."""
+    port = free_port()
+    settings = harness.settings
+    full = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
+    full |= {"TASKYARD_WORKER_LEASE_SECONDS": str(LEASE_SECONDS), **env}
+    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], full, service_logs)
+    return service, port
+
+
 async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiting_for_its_lease(
     harness: Harness, catalog_path: Path, service_logs: Path
 ) -> None:
     # The first call hangs (the child is killed under it); the re-run's call answers.
     await harness.script([{"delay_seconds": 120, "content": "never seen"}, {"content": "after the crash"}])
-    port = free_port()
-    settings = harness.settings
-    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
-    env["TASKYARD_WORKER_LEASE_SECONDS"] = str(LEASE_SECONDS)
-    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    service, port = supervised_worker(harness, catalog_path, service_logs)
     try:
         await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
         kids = children(service.proc.pid)
@@ -135,11 +144,7 @@ async def test_a_task_that_kills_its_quarantine_child_is_dead_lettered_without_a
 ) -> None:
     # Every call hangs: the test kills the child under each (the main child, then the quarantine child).
     await harness.script([{"delay_seconds": 120, "content": "never seen"}], repeat_last=True)
-    port = free_port()
-    settings = harness.settings
-    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
-    env["TASKYARD_WORKER_LEASE_SECONDS"] = str(LEASE_SECONDS)
-    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    service, port = supervised_worker(harness, catalog_path, service_logs)
     try:
         await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
         message = await harness.submit("Each call of this task kills its worker child.")
@@ -171,14 +176,14 @@ async def test_a_crash_takes_only_its_own_main_childs_tasks_with_it(
     catalog_path = write_catalog(concurrency=2)
     await harness.devllm.script(harness.model, [{"delay_seconds": 6, "content": "healthy"}], by_turn=True)
     await harness.devllm.script(harness.model, [{"delay_seconds": 120}], by_turn=True, when="POISON")
-    port = free_port()
-    settings = harness.settings
-    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
-    env["TASKYARD_WORKER_LEASE_SECONDS"] = str(LEASE_SECONDS)
-    env["TASKYARD_WORKER_MAIN_CHILDREN"] = "2"
     # The poison hangs again in quarantine: the stop at the end hands it back instead of waiting for it.
-    env["TASKYARD_WORKER_SHUTDOWN_GRACE_SECONDS"] = "1"
-    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    service, port = supervised_worker(
+        harness,
+        catalog_path,
+        service_logs,
+        TASKYARD_WORKER_MAIN_CHILDREN="2",
+        TASKYARD_WORKER_SHUTDOWN_GRACE_SECONDS="1",
+    )
     try:
         await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
         kids = children(service.proc.pid)
@@ -221,13 +226,13 @@ async def test_after_a_main_crash_the_main_queues_split_and_merge_again_once_cal
     # after the merge.
     catalog_path = write_catalog(concurrency=2)
     await harness.script([{"delay_seconds": 120}, {"content": "after the crash"}, {"content": "merged"}])
-    port = free_port()
-    settings = harness.settings
-    env = worker_env(settings.amqp, settings.db, catalog_path, harness.devllm.base_url, harness.model, port)
-    env["TASKYARD_WORKER_LEASE_SECONDS"] = str(LEASE_SECONDS)
-    env["TASKYARD_WORKER_SPLIT_AFTER_CRASH"] = "2"
-    env["TASKYARD_WORKER_SPLIT_CALM_SECONDS"] = "4"
-    service = Service("worker-supervised", ["taskyard-worker", "--specialist", "general"], env, service_logs)
+    service, port = supervised_worker(
+        harness,
+        catalog_path,
+        service_logs,
+        TASKYARD_WORKER_SPLIT_AFTER_CRASH="2",
+        TASKYARD_WORKER_SPLIT_CALM_SECONDS="4",
+    )
     queue = harness.bus.topology.specialist_queue("general")
 
     def count(expected: int) -> Callable[[], Awaitable[bool]]:
