@@ -91,3 +91,20 @@ def test_get_settings_composes_every_part(monkeypatch: pytest.MonkeyPatch) -> No
     assert settings.worker.http_allowlist == ["example.com"]
     assert settings.llm.model == "some-model"
     assert settings.health.port == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MAIN_CHILDREN", "0"),
+        ("MAIN_CHILDREN", "65"),
+        ("SPLIT_AFTER_CRASH", "0"),
+        ("SPLIT_CALM_SECONDS", "0"),
+    ],
+)
+def test_main_children_and_the_split_reject_values_out_of_range(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(f"TASKYARD_WORKER_{name}", value)
+    with pytest.raises(ValidationError, match=name.lower()):
+        WorkerSettings()

@@ -28,13 +28,13 @@ class MainSplit:
     base: int = 1  # main children at rest (``TASKYARD_WORKER_MAIN_CHILDREN``)
     after_crash: int = 1  # main children after a main child's crash (1: never split)
     calm_seconds: float = 300.0  # back to ``base`` once this long passed without a main crash
-    current: int = 0  # 0: ``base`` (set in __post_init__)
+    current: int = field(init=False)  # ``base`` at rest, ``after_crash`` while split
     calm_until: float | None = None
     # The main children told to stop for the merge; one main child is forked once they are all gone.
     retiring: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.current = self.current or self.base
+        self.current = self.base
 
     @property
     def adaptive(self) -> bool:
@@ -71,10 +71,14 @@ class MainSplit:
             return None
         return self.calm_until
 
-    def merging(self, pids: set[int]) -> None:
-        """The merge starts: ``pids`` (every main child) are told to stop."""
+    def merging(self, pids: set[int]) -> bool:
+        """The merge starts: ``pids`` (every main child alive) are told to stop. True when none is alive (a
+        restart waiting for its pause): back to ``base`` at once."""
         self.calm_until = None
         self.retiring = set(pids)
+        if not pids:
+            self.current = self.base
+        return not pids
 
     def retired(self, pid: int) -> bool:
         """A retiring child ended: True when it was the last (the caller forks one main child again)."""

@@ -255,12 +255,11 @@ class Supervisor:
                 slot.active, slot.due = False, None
         mains = {pid for pid, c in self.children.items() if c.role.main_queues}
         log.info("no main worker crash for %.0f s: back to one main child", self.split.calm_seconds)
+        # None alive (a restart waiting for its pause): that restart runs the whole concurrency.
         self.split.merging(mains)
         for pid in mains:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-        if not mains:  # none alive (a restart waiting for its pause): it will run the whole concurrency
-            self.split.retired(-1)
 
     def _retired(self, pid: int, child: Child, code: int) -> None:
         """A main child stopped for the merge ended (a crash while it drained ends its leases as any crash
