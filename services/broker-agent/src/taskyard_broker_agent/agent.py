@@ -14,6 +14,7 @@ import aiormq
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 
 from taskyard_broker_agent.dead_letters.consumer import DeadLetterConsumer
+from taskyard_broker_agent.fleet import FleetCounter
 from taskyard_broker_agent.inflight import InFlight
 from taskyard_broker_agent.intake.handler import IntakeHandler
 from taskyard_broker_agent.lanes import Feeder, Lanes
@@ -48,6 +49,8 @@ class BrokerAgent:
         self.retention: Retention | None = None
         self.feeder: Feeder | None = None
         self._queue_metrics: QueueMetrics | None = None
+        self.fleet: FleetCounter | None = None
+        self.lanes: Lanes | None = None
         self._intake_inflight = InFlight("intake message")
         self._dead_letter_inflight = InFlight("dead letter")
         self._consumers: list[tuple[AbstractQueue, str]] = []
@@ -109,13 +112,15 @@ class BrokerAgent:
         if resources.router.uses_llm:
             metrics.init_llm_labels(self.settings.llm.model)
         context = resources.context()
-        lanes = Lanes(context, self.settings.lanes)
+        self.lanes = lanes = Lanes(context, self.settings.lanes)
         intake = IntakeHandler(context, lanes)
         dead_letters = DeadLetterConsumer(context)
         self.reaper = Reaper(context)
         self.reaper.start()
-        self._queue_metrics = QueueMetrics(context, resources.connection, lanes=lanes)
+        self._queue_metrics = QueueMetrics(context, resources.connection)
         self._queue_metrics.start()
+        self.fleet = FleetCounter(context, resources.connection, lanes, self.settings.lanes.fleet_seconds)
+        self.fleet.start()
         self.feeder = Feeder(context, lanes, self.settings.lanes)
         self.feeder.start()
         self.webhooks = Dispatcher(resources.outbox, resources.webhook_secrets, self.settings.webhook)
@@ -175,6 +180,9 @@ class BrokerAgent:
         queue_metrics, self._queue_metrics = self._queue_metrics, None
         if queue_metrics is not None:
             await queue_metrics.stop()
+        fleet, self.fleet = self.fleet, None
+        if fleet is not None:
+            await fleet.stop()
         consumers, self._consumers = self._consumers, []
         for queue, tag in consumers:
             # The channel may be gone already (a broker outage): its consumer went with it.

@@ -8,8 +8,8 @@ messages, and a refusal costs one statement and an ack instead of a round trip t
 
 **The lane depth** of a specialist (the rule): ``max(min_depth, ceil(factor * fleet))``, where ``fleet`` is
 the specialist's running slots across its workers: the catalog's ``concurrency`` (slots per worker) times
-the workers seen consuming its queues (the most consumers on any of its level queues, as the queue sampler
-last counted them; one until it has). With the default ``factor`` 1 a lane holds one fleet's worth of
+the workers seen consuming its queues (the most consumers on any of its level queues, as ``fleet.py`` last
+counted them, every couple of seconds; one until it has). With the default ``factor`` 1 a lane holds one fleet's worth of
 messages: enough for a tenant alone to fill every slot once more before the feeder's next round, and no
 more than one fleet's worth in front of another tenant's first message.
 """
@@ -44,7 +44,7 @@ class Lanes:
         return self._settings.enabled
 
     def saw_workers(self, workers: Mapping[str, int]) -> None:
-        """The queue sampler's round: consumers per specialist (a specialist missing keeps its last count)."""
+        """The fleet count's round: consumers per specialist (a specialist missing keeps its last count)."""
         self._workers.update(workers)
 
     def depth(self, specialist: str) -> int | None:

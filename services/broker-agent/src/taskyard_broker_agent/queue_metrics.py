@@ -20,7 +20,6 @@ import aio_pika
 import aiormq
 
 from taskyard_broker_agent.context import AgentContext
-from taskyard_broker_agent.lanes import Lanes
 from taskyard_common import metrics
 from taskyard_common.errors import StoreUnavailable
 from taskyard_common.periodic import PeriodicTask
@@ -35,7 +34,6 @@ class QueueMetrics:
         connection: aio_pika.abc.AbstractConnection,
         *,
         interval_seconds: float = 15.0,
-        lanes: Lanes | None = None,
     ) -> None:
         """Samples every queue of the catalog's specialists (work, quarantine), the intake and the
         dead-letter queue on ``connection``; the oldest-task age of the intake and work queues."""
@@ -44,9 +42,6 @@ class QueueMetrics:
         self._store = context.store
         self._intake_queue = context.topology.intake_queue
         self._specialist_queues: dict[str, str] = {}
-        # Told each round how many workers consume each specialist's queues (its lane depth follows).
-        self._lanes = lanes
-        self._work_queue_owner: dict[str, str] = {}
         self._queues: list[str] = []
         self._loop = PeriodicTask("queue-metrics", interval_seconds, self.sample, first_after=0, logger=log)
         self.use_names(context.catalog.names)
@@ -57,7 +52,6 @@ class QueueMetrics:
         topology = self._topology
         before = set(self._queues) | {self._intake_queue, *self._specialist_queues.values()}
         self._specialist_queues = {name: topology.specialist_queue(name) for name in names}
-        self._work_queue_owner = {q: name for name in names for q in topology.specialist_queues(name)}
         self._queues = [
             *topology.work_queue_names(names),
             *(topology.quarantine_queue(name) for name in names),
@@ -89,7 +83,6 @@ class QueueMetrics:
 
     async def sample(self) -> None:
         """One round: a passive declare per queue (a missing queue closes its channel, so one per queue)."""
-        workers: dict[str, int] = {}
         for name in self._queues:
             _raise_if_cancelling()
             try:
@@ -100,9 +93,6 @@ class QueueMetrics:
                         result = queue.declaration_result
                         metrics.QUEUE_MESSAGES_READY.labels(name).set(result.message_count or 0)
                         metrics.QUEUE_CONSUMERS.labels(name).set(result.consumer_count or 0)
-                        owner = self._work_queue_owner.get(name)
-                        if owner is not None:
-                            workers[owner] = max(workers.get(owner, 0), result.consumer_count or 0)
                     finally:
                         if not channel.is_closed:
                             await channel.close()
@@ -113,8 +103,6 @@ class QueueMetrics:
                 RuntimeError,
             ) as exc:
                 log.debug("queue metrics: %s: %s", name, exc)
-        if self._lanes is not None:
-            self._lanes.saw_workers(workers)
         _raise_if_cancelling()
         await self.sample_ages()
         _raise_if_cancelling()

@@ -80,6 +80,9 @@ class LaneSettings(BaseSettings):
     # its lane has room), and how many one round releases at most.
     feeder_interval_seconds: float = Field(default=0.25, gt=0, le=60)
     feeder_batch: int = Field(default=1000, ge=1, le=100_000)
+    # How often the workers consuming each specialist's queues are counted (a lane's depth follows them):
+    # a lane deepens this long at most after a worker starts consuming (``fleet.py``).
+    fleet_seconds: float = Field(default=2.0, gt=0, le=300)
 
 
 class SchedulerSettings(BaseSettings):
