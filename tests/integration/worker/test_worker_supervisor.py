@@ -125,8 +125,9 @@ async def test_a_sigkilled_child_is_forked_again_and_its_task_runs_without_waiti
 
         async def replaced() -> bool:
             now = children(service.proc.pid)
-            # The successor and, the main queues split after a crash (main_split.py), three more.
-            return len(now) == 6 and main not in now
+            # The successor and, the main queues split after a crash (main_split.py), three more, and two
+            # quarantine children beside the two at rest.
+            return len(now) == 8 and main not in now
 
         await eventually(replaced, timeout=30, what="a new main child and the split's")
         assert not await exchange_exists(harness.bus.connection, intake)
@@ -230,34 +231,38 @@ async def test_after_a_main_crash_the_main_queues_split_and_merge_again_once_cal
         harness,
         catalog_path,
         service_logs,
-        TASKYARD_WORKER_SPLIT_AFTER_CRASH="2",
+        TASKYARD_WORKER_SPLIT_AFTER_CRASH="3",
         TASKYARD_WORKER_SPLIT_CALM_SECONDS="4",
     )
-    queue = harness.bus.topology.specialist_queue("general")
+    topology = harness.bus.topology
+    queue, quarantine = topology.specialist_queue("general"), topology.quarantine_queue("general")
 
-    def count(expected: int) -> Callable[[], Awaitable[bool]]:
+    def count(main: int, isolating: int) -> Callable[[], Awaitable[bool]]:
         async def reached() -> bool:
-            return len(children(service.proc.pid)) == expected and await harness.bus.consumers(queue) == (
-                expected - 2
+            return (
+                len(children(service.proc.pid)) == main + isolating
+                and await harness.bus.consumers(queue) == main
+                and await harness.bus.consumers(quarantine) == isolating
             )
 
         return reached
 
     try:
         await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
-        await eventually(count(3), timeout=30, what="one main child and two quarantine ones")
+        await eventually(count(1, 2), timeout=30, what="one main child and two quarantine ones")
         first = await harness.submit("This call hangs until its worker dies.")
         running = await harness.wait(first.task_id, TaskStatus.RUNNING)
         await harness.wait_llm_calls(1)
         assert running.lease_owner is not None
         os.kill(int(running.lease_owner.split(":")[1]), signal.SIGKILL)
 
-        await eventually(count(4), timeout=30, what="two main children after the crash")
+        # The split: three main children, and as many quarantine ones for the suspects its crashes send.
+        await eventually(count(3, 3), timeout=30, what="three main and quarantine children after the crash")
         record = await harness.wait(first.task_id, TaskStatus.COMPLETED, within=60)
         assert record.result is not None and record.result["output"] == "after the crash"
         # Four calm seconds later one main child again (stopped gracefully, so a clean exit each), and it
         # consumes: a new task completes.
-        await eventually(count(3), timeout=60, what="one main child again after the calm period")
+        await eventually(count(1, 2), timeout=60, what="one main child again after the calm period")
         await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
         second = await harness.submit("After the merge.")
         record = await harness.wait(second.task_id, TaskStatus.COMPLETED, within=60)
@@ -266,5 +271,5 @@ async def test_after_a_main_crash_the_main_queues_split_and_merge_again_once_cal
         code = await asyncio.to_thread(service.stop)
     log = service.log_tail(400)
     assert code == 0, log
-    assert "the main queues run in 2 children for at least 4 s" in log
+    assert "the main queues run in 3 children, the quarantine queue in 3, for at least 4 s" in log
     assert "no main worker crash for 4 s: back to one main child" in log

@@ -43,3 +43,16 @@ def test_a_merge_with_no_main_child_alive_is_over_at_once():
     split = MainSplit(base=1, after_crash=2, calm_seconds=5)
     assert split.crashed(0.0)
     assert split.merging(set()) and split.current == 1 and not split.retiring
+
+
+def test_while_split_the_quarantine_runs_in_at_least_as_many_children_as_the_main_queues():
+    split = MainSplit(base=1, after_crash=4, calm_seconds=5, quarantine_base=2)
+    assert split.quarantine_children() == 2
+    assert split.crashed(0.0) and split.quarantine_children() == 4
+    assert not split.merging({1, 2, 3, 4}) and split.quarantine_children() == 4, "until the merge is over"
+    for pid in (1, 2, 3):
+        split.retired(pid)
+    assert split.retired(4) and split.quarantine_children() == 2
+    wide = MainSplit(base=1, after_crash=2, quarantine_base=3)
+    assert wide.crashed(0.0) and wide.quarantine_children() == 3, "never fewer than at rest"
+    assert MainSplit(base=1, after_crash=4, quarantine_base=0).quarantine_children() == 0

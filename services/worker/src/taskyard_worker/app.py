@@ -348,6 +348,7 @@ def run_worker(settings: ServiceSettings, specialist: str) -> None:
         base=worker.main_children,
         after_crash=worker.split_after_crash if adaptive else 1,
         calm_seconds=worker.split_calm_seconds,
+        quarantine_base=worker.quarantine_children,
     )
     supervisor = Supervisor(roles, child_main, settings.db, metrics_dir=metrics_dir, split=split)
     try:

@@ -7,7 +7,8 @@ quarantine and returns its whole prefetch. The bet: a task that kills a process 
 behind it (one bad input format, one tool that crashes on it), so a pod that has just seen a main child die
 by a signal is where the next crash is likeliest. So the supervisor then runs the main queues in
 ``after_crash`` children, each with its share of the concurrency (``supervision.main_share``), until
-``calm_seconds`` pass without another main crash; then it stops them gracefully (their tasks finish their
+``calm_seconds`` pass without another main crash (and as many quarantine children, for the suspects those
+crashes send there); then it stops them gracefully (their tasks finish their
 step or are handed back, as on SIGTERM) and forks one main child again. Only for a pod that runs one main
 child at rest (``TASKYARD_WORKER_MAIN_CHILDREN`` 1): one that chose more keeps them.
 
@@ -28,6 +29,7 @@ class MainSplit:
     base: int = 1  # main children at rest (``TASKYARD_WORKER_MAIN_CHILDREN``)
     after_crash: int = 1  # main children after a main child's crash (1: never split)
     calm_seconds: float = 300.0  # back to ``base`` once this long passed without a main crash
+    quarantine_base: int = 0  # quarantine children at rest (``TASKYARD_WORKER_QUARANTINE_CHILDREN``)
     current: int = field(init=False)  # ``base`` at rest, ``after_crash`` while split
     calm_until: float | None = None
     # The main children told to stop for the merge; one main child is forked once they are all gone.
@@ -39,6 +41,15 @@ class MainSplit:
     @property
     def adaptive(self) -> bool:
         return self.base == 1 and self.after_crash > 1
+
+    def quarantine_children(self) -> int:
+        """Quarantine children now: ``quarantine_base`` at rest; while split, at least as many as main
+        children. Each crash of the split sends its tasks in flight there as suspects, healthy most of them,
+        and each quarantine child runs one at a time: with the base's two, a pod's quarantine backlog grew
+        while the split ran and its last healthy tasks waited for it long after the poison was gone."""
+        if self.quarantine_base == 0:
+            return 0
+        return max(self.quarantine_base, self.current)
 
     def share_of(self, role: Role) -> int:
         """How many children split the concurrency that a child in ``role`` shares (1: it runs all of it)."""

@@ -14,7 +14,8 @@ children instead of waiting a lease (``crashes.lease_wait``). The tasks stay ``r
 redelivery still counts the crash.
 
 After a main child's crash the main queues run in more, smaller children for a while (``main_split.py``):
-the parent forks them, and once calm stops them gracefully and forks one main child again.
+the parent forks them (and as many quarantine children, for the suspects), and once calm stops them
+gracefully and forks one main child again.
 
 SIGTERM or SIGINT to the parent goes to every child (each stops gracefully, ``app.py``) and the parent exits
 after them; SIGHUP (re-read the catalog) goes to every child. A child dies with the parent
@@ -71,7 +72,8 @@ class _Slot:
     restarts: int = 0
     due: float | None = None  # a restart waiting for its pause
     crashed_at: float | None = None
-    active: bool = True  # a main child added by a split runs only while the main queues are split
+    active: bool = True  # a child added by a split runs only while the main queues are split
+    extra: bool = False  # a quarantine child added by a split (a main one has its own role, MAIN_MORE)
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Supervisor:
     _slots: list[_Slot] = field(default_factory=list)
     _wake: tuple[int, int] = (-1, -1)
     _consumed: bool = False  # a child consumed: it had declared the topology (a successor need not)
+    _dismissed: set[int] = field(default_factory=set)  # a split's quarantine children stopped by the merge
     _pid: int = 0
 
     def run(self) -> int:
@@ -202,6 +205,11 @@ class Supervisor:
         if pid in self.split.retiring and not self.stopping:
             self._retired(pid, child, code)
             return
+        if pid in self._dismissed and not self.stopping:
+            self._dismissed.discard(pid)
+            if code < 0:  # it crashed while it drained: its lease ends as on any crash
+                self._expire_leases(child.owner)
+            return
         slot = self._slots[child.slot]
         slot.unready_crashes = unready_streak(slot.unready_crashes, was_ready=child.ready)
         decision = after_child_exit(code, stopping=self.stopping, unready_crashes=slot.unready_crashes)
@@ -240,21 +248,32 @@ class Supervisor:
         while len(more) < self.split.current - 1:
             self._slots.append(_Slot(Role.MAIN_MORE))
             more.append(len(self._slots) - 1)
+        quarantine = [i for i, s in enumerate(self._slots) if s.role is Role.QUARANTINE]
+        while len(quarantine) < self.split.quarantine_children():
+            self._slots.append(_Slot(Role.QUARANTINE, extra=True))
+            quarantine.append(len(self._slots) - 1)
         log.warning(
-            "main worker child crashed: the main queues run in %d children for at least %.0f s",
-            self.split.current, self.split.calm_seconds,
+            "main worker child crashed: the main queues run in %d children, the quarantine queue in %d, for"
+            " at least %.0f s",
+            self.split.current, len(quarantine), self.split.calm_seconds,
         )  # fmt: skip
-        for index in more:
+        for index in [*more, *(i for i in quarantine if self._slots[i].extra)]:
             self._slots[index].active = True
             self._spawn(index, None)
 
     def _merge(self) -> None:
         """No main crash for the calm period: stop the split main children gracefully, then fork one."""
         for slot in self._slots:
-            if slot.role is Role.MAIN_MORE:
+            if slot.role is Role.MAIN_MORE or slot.extra:
                 slot.active, slot.due = False, None
         mains = {pid for pid, c in self.children.items() if c.role.main_queues}
+        extras = {pid for pid, c in self.children.items() if self._slots[c.slot].extra}
         log.info("no main worker crash for %.0f s: back to one main child", self.split.calm_seconds)
+        # The split's quarantine children finish the suspect they run (or hand it back) and are not replaced.
+        self._dismissed |= extras
+        for pid in extras:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
         # None alive (a restart waiting for its pause): that restart runs the whole concurrency.
         self.split.merging(mains)
         for pid in mains:
