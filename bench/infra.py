@@ -72,6 +72,8 @@ class Context:
     reuse_store: str | None = None
     # ``--remove-from-reused-store``: the retention phase runs on the reused store as well (it shrinks it).
     remove_from_reused_store: bool = False
+    # ``--poison-model-seconds``: each model call of the poison scenario's healthy tasks (chaos row 5).
+    poison_model_seconds: float = 1.0
 
     def __post_init__(self) -> None:
         self.run_id = self.run_id or uuid.uuid4().hex[:8]

@@ -52,6 +52,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--output", type=Path, default=None, help=f"report path (default {DOCS.name} on a full run)"
     )
+    parser.add_argument(
+        "--poison-model-seconds",
+        type=float,
+        default=1.0,
+        help="each model call of the poison scenario's healthy tasks (default 1; 0.2 makes it CPU-bound here)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     parser.add_argument("--keep-logs", action="store_true", help="keep the services' logs (path printed)")
     return parser.parse_args(argv)
@@ -84,7 +90,14 @@ async def main(argv: list[str] | None = None) -> int:
     amqp_url, db_url = service_urls()
     names = [n for n in SCENARIOS if not args.only or n in args.only]
     work_dir = Path(tempfile.mkdtemp(prefix="taskyard-chaos-"))
-    ctx = Context(amqp_url, db_url, quick=args.quick or args.smoke, work_dir=work_dir, smoke=args.smoke)
+    ctx = Context(
+        amqp_url,
+        db_url,
+        quick=args.quick or args.smoke,
+        work_dir=work_dir,
+        smoke=args.smoke,
+        poison_model_seconds=args.poison_model_seconds,
+    )
     try:
         # The shared servers' versions, for the report: a broker that does not answer must not hang the suite.
         versions = await asyncio.wait_for(server_versions(amqp_url, db_url), 20)

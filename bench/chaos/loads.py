@@ -108,8 +108,12 @@ async def poison_tasks(ctx: Context, out: Outcome, llm: DevLlm) -> None:
 async def _poison_runs(
     ctx: Context, out: Outcome, llm: DevLlm, amqp_url: str, total: int, limit: int, every: int, healthy: int
 ) -> None:
+    # Each healthy model call takes ``poison_model_seconds`` (1 s by default, a fast hosted model's call):
+    # at 0.2 s the clean run alone keeps this machine's 2 CPUs busy, and the figure then measures what a
+    # crash costs in CPU on a machine that the database, the broker and every service share (docs/resilience.md).
+    model_call = [{"delay_seconds": ctx.poison_model_seconds}]
     async with chaos_run(ctx, "clean", llm=llm, concurrency=16, amqp_url=amqp_url) as clean:
-        await llm.script(clean.cluster.model, [{"delay_seconds": 0.2}], by_turn=True)
+        await llm.script(clean.cluster.model, model_call, by_turn=True)
         await clean.start(workers=3, worker_env=WORKER_ENV)
         await clean.submit(healthy, concurrency=8)
         await clean.drain(ctx.pick(600, 300, 90))
@@ -119,7 +123,7 @@ async def _poison_runs(
         ctx, "poison", llm=llm, concurrency=16, delivery_limit=limit, amqp_url=amqp_url
     ) as run:
         model = run.cluster.model
-        await llm.script(model, [{"delay_seconds": 0.2}], by_turn=True)
+        await llm.script(model, model_call, by_turn=True)
         # A poison task's call hangs long enough for the suite to kill the worker that made it (were the kill
         # to miss, the task would complete after a minute and count as lost).
         await llm.script(model, [{"delay_seconds": 60}], by_turn=True, when=POISON)
@@ -178,8 +182,8 @@ async def _poison_runs(
         letters = ", ".join(f"{r['n']} {r['reason']}" for r in reasons) or "none"
         restarts = _restart_times(run)
         out.note(
-            f"{len(poisoned)} poison of {total}, delivery limit {limit}, {kills} worker children killed by"
-            f" them; dead-lettered: {letters}"
+            f"{len(poisoned)} poison of {total}, each healthy model call {ctx.poison_model_seconds:g} s,"
+            f" delivery limit {limit}, {kills} worker children killed by them; dead-lettered: {letters}"
         )
         if restarts:
             median = restarts[len(restarts) // 2]

@@ -78,7 +78,8 @@ RabbitMQ and PostgreSQL are never stopped.
    pause, `pg_ctl start`; afterwards no task may be left non-terminal.
 5. **Poison tasks** (on a RabbitMQ node of its own, like 2, so that a restart of the shared one by another
    test run cannot stop the replacement workers from starting): first a clean run of the healthy tasks
-   alone (its throughput is the reference), then the same healthy tasks with one in twenty marked poison; whenever a poison task's model call arrives,
+   alone (its throughput is the reference), then the same healthy tasks with one in twenty marked poison
+   (three workers, concurrency 16 each; each healthy model call 1 s, `--poison-model-seconds`); whenever a poison task's model call arrives,
    the suite SIGKILLs the worker child process that made it (found by both ends of the call's TCP
    connection) and its worker's supervisor forks a new one (the suite starts none).
    Healthy throughput: healthy tasks completed / (first submission .. last healthy completion).
