@@ -120,6 +120,42 @@ async def test_full_queue_nacks_the_publish(connection, amqp_url, test_id, catal
             await channel.exchange_delete(exchange)
 
 
+async def test_after_a_refused_publish_the_publisher_publishes_on_a_new_channel(
+    connection, amqp_url, test_id
+):
+    """A channel stuck with a quorum queue's old leader (RabbitMQ 3.10) refuses every publish until it is
+    closed: a refusal makes the publisher open a new channel, at most one every few seconds."""
+    settings = AmqpSettings(url=amqp_url, prefix=f"{test_id}.renew", delivery_limit=3, max_length=2)
+    topology = Topology(settings.prefix)
+    channel = await connection.channel()
+    await declare(channel, topology, ["general"], settings)
+    publisher = await Publisher.open(connection, settings)
+
+    async def publish() -> None:
+        await publisher.publish(
+            topology.intake_exchange, INTAKE_ROUTING_KEY, IntakeMessage(task_id=uuid.uuid4(), input="x")
+        )
+
+    try:
+        first = publisher._channel
+        with pytest.raises(PublishRejected):
+            for _ in range(10):
+                await publish()
+        renewed = publisher._channel
+        assert renewed is not first and first.is_closed
+        with pytest.raises(PublishRejected):
+            await publish()  # really full: refused on the new channel too
+        assert publisher._channel is renewed, "no second channel within a few seconds"
+        await (await channel.get_queue(topology.intake_queue, ensure=False)).purge()
+        await publish()
+    finally:
+        await publisher.close()
+        for name in topology.all_queue_names(["general"]):
+            await channel.queue_delete(name)
+        for exchange in topology.all_exchange_names():
+            await channel.exchange_delete(exchange)
+
+
 async def test_unroutable_publish_raises(connection, amqp_settings, catalog):
     topology = Topology(amqp_settings.prefix)
     await declare(await connection.channel(), topology, catalog.names, amqp_settings)

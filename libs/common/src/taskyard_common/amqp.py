@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -35,6 +36,8 @@ from taskyard_common.topology import AMQP_PRIORITY, native_priorities, queue_lev
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Envelope)
+# The least time between two channel renewals of a publisher after failed publishes (``Publisher._renew``).
+RENEW_AFTER_FAILURE_SECONDS = 5.0
 Handler = Callable[[M, AbstractIncomingMessage], Awaitable[None]]
 
 
@@ -85,6 +88,7 @@ class Publisher:
         self._settings = settings
         self._connection = connection
         self._exchanges: dict[str, AbstractExchange] = {}
+        self._renewed_at = -RENEW_AFTER_FAILURE_SECONDS
         # Whether the broker orders quorum-queue messages by priority (≥ 4.0): then routing sends high and
         # normal to one queue (``queue_level``). Read once: a reconnect reaches the same broker version.
         self.native_priorities = connection is not None and native_priorities(server_version(connection))
@@ -122,6 +126,7 @@ class Publisher:
         self, exchange: str, routing_key: str, message: Envelope, *, headers: dict[str, int] | None = None
     ) -> None:
         body = outgoing(message, headers)
+        channel = self._channel
         try:
             target = await self._exchange(exchange)
             async with asyncio.timeout(self._settings.publish_timeout_seconds):
@@ -130,10 +135,45 @@ class Publisher:
         except aiormq.exceptions.PublishError as exc:
             raise Unroutable(f"no queue bound to {exchange!r} for routing key {routing_key!r}") from exc
         except aiormq.exceptions.DeliveryError as exc:
+            await self._renew(channel)
             raise PublishRejected(f"broker refused the message for {exchange!r}: queue full") from exc
         except (TimeoutError, OSError, RuntimeError, aiormq.exceptions.AMQPError) as exc:
             # RuntimeError covers aiormq's ChannelInvalidStateError while the connection is down.
+            if isinstance(exc, TimeoutError):
+                await self._renew(channel)
             raise BrokerUnavailable(f"publish to {exchange!r} not confirmed: {type(exc).__name__}") from exc
+
+    async def _renew(self, failed: AbstractChannel) -> None:
+        """A new channel in place of ``failed``, after a publish on it was refused or not confirmed in time,
+        at most every ``RENEW_AFTER_FAILURE_SECONDS``; only while the connection is up.
+
+        A channel publishes to a quorum queue through the leader it registered with. Seen on RabbitMQ 3.10
+        (chaos row 3): a channel that the robust connection reopened a moment before a new leader was
+        elected had every publish to that queue refused for ten minutes, until the run ended, while a new
+        channel would have been served. A queue that is really full refuses on the new channel too: the
+        cost is a channel every few seconds while it stays full."""
+        connection = self._connection
+        if failed is not self._channel or connection is None or connection.is_closed:
+            return
+        if isinstance(connection, AbstractRobustConnection) and not connection.connected.is_set():
+            return
+        now = time.monotonic()
+        if now - self._renewed_at < RENEW_AFTER_FAILURE_SECONDS:
+            return
+        self._renewed_at = now
+        try:
+            async with asyncio.timeout(self._settings.publish_timeout_seconds):
+                channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        except (TimeoutError, OSError, RuntimeError, aiormq.exceptions.AMQPError) as exc:
+            log.warning("publisher: no new channel after a failed publish: %s", type(exc).__name__)
+            return
+        self._channel, self._exchanges = channel, {}
+        log.warning("publisher: a publish was refused or not confirmed: publishing on a new channel")
+        try:
+            async with asyncio.timeout(self._settings.publish_timeout_seconds):
+                await failed.close()
+        except (TimeoutError, OSError, RuntimeError, aiormq.exceptions.AMQPError) as exc:
+            log.debug("publisher: closing the old channel: %s", type(exc).__name__)
 
     async def close(self) -> None:
         if not self._channel.is_closed:
