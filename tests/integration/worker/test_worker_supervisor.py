@@ -273,3 +273,49 @@ async def test_after_a_main_crash_the_main_queues_split_and_merge_again_once_cal
     assert code == 0, log
     assert "the main queues run in 3 children, the quarantine queue in 3, for at least 4 s" in log
     assert "no main worker crash for 4 s: back to one main child" in log
+
+
+async def test_a_sigterm_while_the_split_merges_stops_the_draining_children_and_exits_cleanly(
+    harness: Harness, write_catalog: Callable[..., Path], service_logs: Path
+) -> None:
+    """The merge SIGTERMs the split's main children; one still drains a task's model call when the pod is
+    told to stop: the parent forwards the SIGTERM, forks nothing more, and exits 0 after every child."""
+    catalog_path = write_catalog(concurrency=2)
+    await harness.script(
+        [{"delay_seconds": 120}, {"content": "after the crash"}, {"delay_seconds": 10, "content": "drained"}]
+    )
+    service, port = supervised_worker(
+        harness,
+        catalog_path,
+        service_logs,
+        TASKYARD_WORKER_SPLIT_AFTER_CRASH="2",
+        TASKYARD_WORKER_SPLIT_CALM_SECONDS="8",
+    )
+    try:
+        await wait_http_ok(f"http://127.0.0.1:{port}/readyz", service)
+        first = await harness.submit("This call hangs until its worker dies.")
+        running = await harness.wait(first.task_id, TaskStatus.RUNNING)
+        await harness.wait_llm_calls(1)
+        assert running.lease_owner is not None
+        os.kill(int(running.lease_owner.split(":")[1]), signal.SIGKILL)
+        await harness.wait(first.task_id, TaskStatus.COMPLETED, within=60)
+        # Started on a split main child before the calm period ends; its model call outlasts the merge's start.
+        second = await harness.submit("This call is still running when the split merges.")
+        draining = await harness.wait(second.task_id, TaskStatus.RUNNING)
+        await harness.wait_llm_calls(3)
+        assert draining.lease_owner is not None
+        drainer = int(draining.lease_owner.split(":")[1])
+
+        async def merging() -> bool:
+            return "back to one main child" in service.log_tail(400)
+
+        await eventually(merging, timeout=30, what="the merge")
+        assert drainer in children(service.proc.pid), "the merge has begun; the child still drains"
+    finally:
+        code = await asyncio.to_thread(service.stop, 40)
+    log = service.log_tail(400)
+    assert code == 0, log
+    with pytest.raises(ProcessLookupError):
+        os.kill(drainer, 0)  # no child outlives its parent
+    record = await harness.store.get(second.task_id)
+    assert record is not None and record.status not in (TaskStatus.FAILED, TaskStatus.DEAD_LETTERED), record
