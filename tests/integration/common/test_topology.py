@@ -5,9 +5,11 @@ import json
 import shutil
 import subprocess
 import uuid
+from collections.abc import AsyncIterator
 
 import aio_pika
 import pytest
+from aio_pika.abc import AbstractChannel
 
 from taskyard_common.amqp import Publisher, connect
 from taskyard_common.announce import publish_then_mark
@@ -97,63 +99,61 @@ async def test_rejected_message_is_dead_lettered(connection, amqp_settings, cata
     await publisher.close()
 
 
-async def test_full_queue_nacks_the_publish(connection, amqp_url, test_id, catalog):
+@pytest.fixture
+async def full_intake(connection, amqp_url, test_id) -> AsyncIterator[tuple[Topology, AbstractChannel]]:
+    """The topology of ``general`` with room for two messages per queue (removed afterwards), and a channel."""
     settings = AmqpSettings(url=amqp_url, prefix=f"{test_id}.full", delivery_limit=3, max_length=2)
     topology = Topology(settings.prefix)
     channel = await connection.channel()
     await declare(channel, topology, ["general"], settings)
-    publisher = await Publisher.open(connection, settings)
+    try:
+        yield topology, channel
+    finally:
+        for name in topology.all_queue_names(["general"]):
+            await channel.queue_delete(name)
+        for exchange in topology.all_exchange_names():
+            await channel.exchange_delete(exchange)
+
+
+async def publish_intake(publisher: Publisher, topology: Topology) -> None:
+    await publisher.publish(
+        topology.intake_exchange, INTAKE_ROUTING_KEY, IntakeMessage(task_id=uuid.uuid4(), input="x")
+    )
+
+
+async def test_full_queue_nacks_the_publish(connection, amqp_url, full_intake):
+    topology, _ = full_intake
+    publisher = await Publisher.open(connection, AmqpSettings(url=amqp_url))
     try:
         with pytest.raises(PublishRejected):
             # Quorum queues enforce the limit slightly after it is crossed: a few more publishes at most.
             for _ in range(10):
-                await publisher.publish(
-                    topology.intake_exchange,
-                    INTAKE_ROUTING_KEY,
-                    IntakeMessage(task_id=uuid.uuid4(), input="x"),
-                )
+                await publish_intake(publisher, topology)
     finally:
         await publisher.close()
-        for name in topology.all_queue_names(["general"]):
-            await channel.queue_delete(name)
-        for exchange in topology.all_exchange_names():
-            await channel.exchange_delete(exchange)
 
 
 async def test_after_a_refused_publish_the_publisher_publishes_on_a_new_channel(
-    connection, amqp_url, test_id
+    connection, amqp_url, full_intake
 ):
     """A channel stuck with a quorum queue's old leader (RabbitMQ 3.10) refuses every publish until it is
-    closed: a refusal makes the publisher open a new channel, at most one every few seconds."""
-    settings = AmqpSettings(url=amqp_url, prefix=f"{test_id}.renew", delivery_limit=3, max_length=2)
-    topology = Topology(settings.prefix)
-    channel = await connection.channel()
-    await declare(channel, topology, ["general"], settings)
-    publisher = await Publisher.open(connection, settings)
-
-    async def publish() -> None:
-        await publisher.publish(
-            topology.intake_exchange, INTAKE_ROUTING_KEY, IntakeMessage(task_id=uuid.uuid4(), input="x")
-        )
-
+    closed: a refusal makes the publisher open a new channel, at most one per ``channel_renew_seconds``."""
+    topology, channel = full_intake
+    publisher = await Publisher.open(connection, AmqpSettings(url=amqp_url, channel_renew_seconds=3600))
     try:
         first = publisher._channel
         with pytest.raises(PublishRejected):
             for _ in range(10):
-                await publish()
+                await publish_intake(publisher, topology)
         renewed = publisher._channel
         assert renewed is not first and first.is_closed
         with pytest.raises(PublishRejected):
-            await publish()  # really full: refused on the new channel too
-        assert publisher._channel is renewed, "no second channel within a few seconds"
+            await publish_intake(publisher, topology)  # really full: refused on the new channel too
+        assert publisher._channel is renewed, "no second channel within channel_renew_seconds"
         await (await channel.get_queue(topology.intake_queue, ensure=False)).purge()
-        await publish()
+        await publish_intake(publisher, topology)
     finally:
         await publisher.close()
-        for name in topology.all_queue_names(["general"]):
-            await channel.queue_delete(name)
-        for exchange in topology.all_exchange_names():
-            await channel.exchange_delete(exchange)
 
 
 async def test_unroutable_publish_raises(connection, amqp_settings, catalog):

@@ -36,8 +36,6 @@ from taskyard_common.topology import AMQP_PRIORITY, native_priorities, queue_lev
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Envelope)
-# The least time between two channel renewals of a publisher after failed publishes (``Publisher._renew``).
-RENEW_AFTER_FAILURE_SECONDS = 5.0
 Handler = Callable[[M, AbstractIncomingMessage], Awaitable[None]]
 
 
@@ -88,7 +86,7 @@ class Publisher:
         self._settings = settings
         self._connection = connection
         self._exchanges: dict[str, AbstractExchange] = {}
-        self._renewed_at = -RENEW_AFTER_FAILURE_SECONDS
+        self._renewed_at: float | None = None
         # Whether the broker orders quorum-queue messages by priority (≥ 4.0): then routing sends high and
         # normal to one queue (``queue_level``). Read once: a reconnect reaches the same broker version.
         self.native_priorities = connection is not None and native_priorities(server_version(connection))
@@ -145,7 +143,7 @@ class Publisher:
 
     async def _renew(self, failed: AbstractChannel) -> None:
         """A new channel in place of ``failed``, after a publish on it was refused or not confirmed in time,
-        at most every ``RENEW_AFTER_FAILURE_SECONDS``; only while the connection is up.
+        at most every ``channel_renew_seconds``; only while the connection is up.
 
         A channel publishes to a quorum queue through the leader it registered with. Seen on RabbitMQ 3.10
         (chaos row 3): a channel that the robust connection reopened a moment before a new leader was
@@ -158,7 +156,7 @@ class Publisher:
         if isinstance(connection, AbstractRobustConnection) and not connection.connected.is_set():
             return
         now = time.monotonic()
-        if now - self._renewed_at < RENEW_AFTER_FAILURE_SECONDS:
+        if self._renewed_at is not None and now - self._renewed_at < self._settings.channel_renew_seconds:
             return
         self._renewed_at = now
         try:

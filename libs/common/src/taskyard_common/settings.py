@@ -34,6 +34,8 @@ class AmqpSettings(BaseSettings):
     delivery_limit: int = Field(default=5, ge=1, le=1000)
     max_length: int = Field(default=100_000, ge=1)
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
+    # The least time between two new channels a publisher opens after refused or unconfirmed publishes.
+    channel_renew_seconds: float = Field(default=5.0, gt=0)
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
     # Declaring the whole topology (dozens of quorum queues) may be slow on a busy broker, but never endless.
     declare_timeout_seconds: float = Field(default=60.0, gt=0)
