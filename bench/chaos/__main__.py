@@ -44,6 +44,16 @@ SCENARIOS: dict[str, tuple[str, ScenarioFn, float]] = {
 }
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 600:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds above 0, at most 600")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts (minutes, not tens of minutes)")
@@ -54,7 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--poison-model-seconds",
-        type=float,
+        type=_seconds,
         default=1.0,
         help="each model call of the poison scenario's healthy tasks (default 1; 0.2 makes it CPU-bound here)",
     )
