@@ -1,7 +1,8 @@
 """``python -m evals.routing``: score the routers against the labelled sets and print the figures.
 
-Two sets, reported separately, never merged: ``shipped`` (cases.yaml, over specialists.yaml) and
-``heldout`` (heldout/, its own catalog without examples, kept out of any tuning).
+Three sets, reported separately, never merged: ``shipped`` (cases.yaml, over specialists.yaml), ``heldout``
+(heldout/, its own catalog without examples, kept out of any tuning) and ``tuning`` (tuning/, another
+catalog without examples, where routing for such catalogs is tuned: its dev split).
 
 The rules router runs in-process in well under a second. The LLM router is the broker agent's own
 ``Router`` (guard, cache and fallbacks included), built by ``Router.create`` from the same settings the
@@ -39,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--set",
-        choices=["shipped", "heldout", "both"],
-        default="both",
-        help="shipped: cases.yaml over the shipped catalog; heldout: heldout/ (never tuned on)",
+        choices=["shipped", "heldout", "tuning", "both", "all"],
+        default="all",
+        help="shipped: cases.yaml over the shipped catalog; heldout: heldout/ (never tuned on); tuning: "
+        "tuning/; both: shipped and heldout; all: the three",
     )
     parser.add_argument("--split", choices=["all", DEV, HELD_OUT], default="all")
     parser.add_argument("--slice", help="only the cases of this slice")
@@ -76,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # fmt: skip
 
     sets = eval_sets(args.catalog)
-    chosen = list(sets.values()) if args.set == "both" else [sets[args.set]]
+    named = {"all": list(sets), "both": ["shipped", "heldout"]}.get(args.set, [args.set])
+    chosen = [sets[name] for name in named]
     llm_settings = LlmSettings()
     if args.router == "llm" and not llm_settings.enabled:
         parser.error("--router llm needs TASKYARD_LLM_BASE_URL (or an API key)")

@@ -17,6 +17,9 @@ from taskyard_common.messages import TaskInput
 CASES_PATH = Path(__file__).with_name("cases.yaml")
 # The second set: its own catalog (descriptions and keywords only, no examples), held out of any tuning.
 HELDOUT_DIR = Path(__file__).with_name("heldout")
+# The third set: another catalog without examples, for tuning what routing does with such catalogs (a third
+# of it held out by id, as in the shipped set), so that the second set stays out of it.
+TUNING_DIR = Path(__file__).with_name("tuning")
 SLICES = ("clean", "multilingual", "distractor", "injection", "typo", "json", "nofit")
 # The slices where wording, not the task, makes routing hard.
 HARD_SLICES = frozenset({"multilingual", "distractor", "injection", "typo"})
@@ -56,12 +59,14 @@ class EvalSet:
 
 
 def eval_sets(shipped_catalog: Path = Path("specialists.yaml")) -> dict[str, EvalSet]:
-    """The two labelled sets: the shipped catalog's (``cases.yaml``) and the held-out one (``heldout/``)."""
+    """The labelled sets: the shipped catalog's (``cases.yaml``), the held-out one (``heldout/``) and the
+    tuning one (``tuning/``)."""
     return {
         "shipped": EvalSet("shipped", shipped_catalog, CASES_PATH),
         "heldout": EvalSet(
             "heldout", HELDOUT_DIR / "catalog.yaml", HELDOUT_DIR / "cases.yaml", held_out=True
         ),
+        "tuning": EvalSet("tuning", TUNING_DIR / "catalog.yaml", TUNING_DIR / "cases.yaml"),
     }
 
 

@@ -48,6 +48,18 @@ def test_the_held_out_set_is_well_formed_and_has_no_examples():
     assert all(c.label == catalog.fallback for c in cases if "nofit" in c.slices)
 
 
+def test_the_tuning_set_is_well_formed_has_no_examples_and_a_dev_split():
+    tuning = eval_sets()["tuning"]
+    catalog = load_catalog(tuning.catalog)
+    assert len(catalog.specialists) == 8 and not any(s.examples for s in catalog.specialists)
+    cases = load_cases(catalog, tuning.cases)
+    assert len(cases) >= 120 and set(Counter(c.label for c in cases)) == set(catalog.names)
+    slices = Counter(s for c in cases for s in c.slices)
+    assert set(slices) == set(SLICES) and slices["nofit"] >= 15 and slices["multilingual"] >= 25
+    splits = Counter(c.split for c in cases)
+    assert splits[DEV] > splits[HELD_OUT] >= 30
+
+
 def test_a_label_outside_the_catalog_is_refused(catalog: Catalog, tmp_path):
     bad = tmp_path / "cases.yaml"
     bad.write_text('- {id: x-1, label: sql-analyst, slices: [clean], input: "a query"}\n')
@@ -105,7 +117,7 @@ def test_the_command_runs_the_rules_alone(capsys, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     assert main(["--split", "held-out"]) == 0
     out = capsys.readouterr().out
-    assert "== shipped / rules" in out and "== heldout / rules" in out
+    assert "== shipped / rules" in out and "== heldout / rules" in out and "== tuning / rules" in out
     assert "injection followed" in out and "/ llm" not in out
 
 
