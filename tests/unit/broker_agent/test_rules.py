@@ -168,6 +168,16 @@ def test_the_vocabulary_prefers_a_trigram_match_and_falls_back_to_one_edit():
     assert vocabulary.closest("banana") is None
 
 
+def test_words_that_only_share_an_ending_or_one_letter_of_five_do_not_match():
+    # Dice 0.6 each, the minimum: "What's the difference between ..." is not about a conference.
+    vocabulary = FuzzyVocabulary(["conference", "towel", "ticket"])
+    assert vocabulary.closest("difference") is None
+    assert vocabulary.closest("tower") is None
+    # A slip inside the word still matches; a slip at its start only one edit away.
+    assert vocabulary.closest("confrence") == ("conference", pytest.approx(0.7, abs=0.05))
+    assert vocabulary.closest("tciket") == ("ticket", EDIT_SIMILARITY)
+
+
 @pytest.mark.parametrize(
     ("request_text", "specialist"),
     [

@@ -8,6 +8,11 @@ Korean) are split into character pairs by the tokenizer, so ``总结`` matches i
 Trigrams miss the commonest typing slip, two letters swapped: ``transalte`` shares 3 of its 7 trigrams
 with ``translate`` (Dice 0.43), ``slogen`` 3 of 7 with ``slogan``. A word no trigram match reaches
 counts as a term one edit away (``one_edit``), at the weakest trigram match's weight.
+
+Trigrams also match words that only share an ending: ``difference`` and ``conference`` share 6 of their 10
+(Dice 0.6), ``tower`` and ``towel`` 3 of 5. A trigram match must therefore begin like the word (the padded
+first trigram: typing slips and inflections rarely touch the first two letters, and swaps there are
+``one_edit``'s), and between short words (under ``MIN_EDIT_LENGTH``) take more than the minimum overlap.
 """
 
 from __future__ import annotations
@@ -77,8 +82,13 @@ class FuzzyVocabulary:
         grams = trigrams(word)
         candidates = {t for g in grams for t in self._index.get(g, ())}
         best: tuple[str, float] | None = None
+        start = f" {word[:2]}"
         for term in sorted(candidates):
             score = dice(grams, self._grams[term])
+            if start not in self._grams[term] or (
+                min(len(word), len(term)) < MIN_EDIT_LENGTH and score <= MIN_SIMILARITY
+            ):
+                continue
             if score >= MIN_SIMILARITY and (best is None or score > best[1]):
                 best = (term, score)
         if best is None:
