@@ -72,12 +72,20 @@ def without_examples(catalog: Catalog) -> Catalog:
     return catalog.model_copy(update={"specialists": specialists})
 
 
-def test_multi_word_keywords_match_only_as_phrases(catalog: Catalog):
+def test_multi_word_keywords_match_as_phrases_and_their_words_as_description_words(catalog: Catalog):
     # Without the examples, whose words ("look") would also count.
     rules = RulesRouter(without_examples(catalog))
     phrase = rules.route("look up the population of Lyon")
-    assert (phrase.specialist, phrase.reason) == ("researcher", "matched: look up")
-    assert rules.route("up the look of Lyon").specialist != "researcher"
+    assert phrase.specialist == "researcher" and phrase.reason.startswith("matched: look up")
+
+    def researcher(text: str) -> dict[str, float]:
+        return dict(next(m for m in rules.scores(text) if m.specialist == "researcher").terms)
+
+    scattered = researcher("up the look of Lyon")
+    assert "look up" not in scattered and set(scattered) == {"look"}
+    # "look" alone weighs what a description word does: less than the phrase, less than a keyword.
+    assert scattered["look"] < researcher("look up the population of Lyon")["look up"]
+    assert scattered["look"] < researcher("find the population of Lyon")["find"]
 
 
 def test_stronger_evidence_means_higher_confidence(rules: RulesRouter):

@@ -8,7 +8,8 @@ be pure, fast and predictable. Three signals, added up per specialist:
   Keywords count most (they are the words users use), then name words, then description and example
   words; idf across the specialists (a word every specialist mentions tells nothing); term frequency
   saturates (a long document repeating a word cannot outvote an explicit keyword). Multi-word keywords
-  ("key points", "look up") only match as phrases.
+  ("key points", "look up") match as phrases at more than a keyword's weight, and their words alone as
+  description words.
 - **character n-grams** (``ngrams.py``): a request word no specialist has counts as the closest profile
   word by character trigrams, which still works through typos and inflections.
 - **cross-lingual expansion** (``lexicon.py``): such a word in another language (or an English synonym)
@@ -120,6 +121,11 @@ def _profile(spec: SpecialistSpec) -> _Profile:
             add(words[0], KEYWORD_WEIGHT)
         elif len(words) > 1:
             phrases[words] = PHRASE_WEIGHT
+            # Its words count on their own as description words do: "Book me a suite" asks for what the
+            # keyword "book a room" names, and "key" or "look" alone weigh no more than in a description.
+            for word in words:
+                if word not in STOPWORDS and len(word) > 1:
+                    add(word, DESCRIPTION_WEIGHT)
     return _Profile(spec.name, terms, phrases)
 
 
