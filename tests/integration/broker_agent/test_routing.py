@@ -129,6 +129,32 @@ async def test_a_specialist_chosen_without_evidence_falls_to_the_rules(devllm, m
     assert len(await devllm.requests(model)) == 1
 
 
+async def test_the_llms_reason_is_evidence_but_naming_its_choice_is_not(devllm, make_router, catalog):
+    """A request in a language the rules do not read: the LLM's restatement of the task carries the
+    evidence for its choice; a reason that only names the specialist does not."""
+    model = devllm.new_model()
+    await devllm.script(
+        model,
+        [
+            route_task("summarizer", "Summarize the report in three sentences", 0.9),
+            route_task("summarizer", "This goes to the summarizer", 0.9),
+        ],
+    )
+    router = make_router(model)
+    restated = await router.route("Fupisha ripoti hii kwa sentensi tatu")
+    assert (restated.method, restated.specialist, restated.fallback) == (
+        RoutingMethod.LLM,
+        "summarizer",
+        None,
+    )
+    named = await router.route("Fupisha ripoti hii kwa sentensi nne")
+    assert (named.method, named.specialist, named.fallback) == (
+        RoutingMethod.RULES,
+        catalog.fallback,
+        "no_evidence",
+    )
+
+
 async def test_the_evidence_check_can_be_turned_off(devllm, make_router):
     model = devllm.new_model()
     await devllm.script(model, [route_task("researcher")])

@@ -2,7 +2,8 @@
 
 import pytest
 
-from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, judge
+from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, judge, reason_text
+from taskyard_broker_agent.routing.prompt import instruction_terms
 from taskyard_broker_agent.routing.rules import FALLBACK_THRESHOLD, Match, RulesRouter
 from taskyard_broker_agent.settings import BrokerAgentSettings
 from taskyard_common.catalog import Catalog
@@ -16,12 +17,56 @@ def test_a_choice_below_the_floor_does_not_stand():
     verdict = judge("researcher", matches(researcher=1.47, general=0.0), fallback="general", floor=1.5)
     assert not verdict.stands
     assert (verdict.specialist, verdict.score, verdict.floor) == ("researcher", 1.47, 1.5)
-    assert verdict.cause == "the LLM chose researcher (1.47 of evidence in the request, below the floor 1.50)"
+    assert verdict.cause == (
+        "the LLM chose researcher (1.47 of evidence in the request and its reason, below the floor 1.50)"
+    )
 
 
 def test_a_choice_at_or_above_the_floor_stands():
     assert judge("researcher", matches(researcher=1.5), fallback="general", floor=1.5).stands
     assert judge("support-analyst", matches(support_analyst=9.0), fallback="general", floor=1.5).stands
+
+
+def test_evidence_in_the_llms_reason_adds_to_the_requests():
+    # Neither alone reaches the floor; together they do.
+    request = matches(researcher=0.8, general=0.0)
+    reason = matches(researcher=0.8, summarizer=0.5)
+    assert not judge("researcher", request, fallback="general", floor=1.5).stands
+    verdict = judge("researcher", request, fallback="general", floor=1.5, reason_matches=reason)
+    assert verdict.stands and verdict.score == pytest.approx(1.6)
+
+
+def test_a_reason_that_reads_as_another_specialists_task_adds_nothing():
+    # "A question general knowledge answers" (the prompt's no-fit rule, echoed) for researcher.
+    reason = matches(researcher=2.3, general=3.8)
+    verdict = judge(
+        "researcher", matches(researcher=0.0), fallback="general", floor=1.5, reason_matches=reason
+    )
+    assert (verdict.stands, verdict.score) == (False, 0.0)
+
+
+def test_the_chosen_specialists_name_is_taken_out_of_the_reason():
+    assert reason_text("Send it to Trip-Planner, a trip task", "trip-planner").split() == [
+        "Send", "it", "to", ",", "a", "trip", "task"
+    ]  # fmt: skip
+    assert reason_text("Plan a visit to Rome, not for general", "trip-planner") == (
+        "Plan a visit to Rome, not for general"
+    )
+    # Cut by the reason's length cap: the start of the name at its end is the name.
+    assert reason_text("Prime numbers, a task that the 'research", "researcher").strip() == (
+        "Prime numbers, a task that the '"
+    )
+    assert reason_text("Find sources on the history of Rome", "history-teacher").endswith("of Rome")
+
+
+def test_words_of_the_prompts_own_instructions_are_taken_out_of_the_reason(catalog: Catalog):
+    terms = instruction_terms(catalog)
+    echoed = "The request asks for the task its line describes, not when it merely shares a topic."
+    assert reason_text(echoed, "support-analyst", terms) == ""
+    # The catalog's names and keywords are never instruction words ("general", "explain", "ticket").
+    assert reason_text("Explain the ticket to a general audience", "researcher", terms).split() == [
+        "Explain", "ticket", "general", "audience"
+    ]  # fmt: skip
 
 
 def test_the_fallback_needs_no_evidence():
@@ -59,6 +104,43 @@ def test_the_floor_is_the_rules_routers_threshold_and_the_settings_default():
     ],
 )
 def test_evidence_from_the_shipped_catalog(catalog: Catalog, request_text: str, chosen: str, stands: bool):
+    # (The request alone: these hold whatever the LLM's reason adds.)
     rules = RulesRouter(catalog)
     verdict = judge(chosen, rules.scores(request_text), fallback=catalog.fallback, floor=EVIDENCE_FLOOR)
+    assert verdict.stands is stands
+
+
+@pytest.mark.parametrize(
+    ("request_text", "reason", "chosen", "stands"),
+    [
+        # A language the lexicon does not know: the LLM's restatement carries the evidence.
+        (
+            "Fupisha ripoti hii kwa sentensi tatu",
+            "Summarize the report in three sentences",
+            "summarizer",
+            True,
+        ),
+        # Naming its choice is none; nor is a no-fit request's restatement.
+        ("Fupisha ripoti hii kwa sentensi tatu", "This is for the summarizer", "summarizer", False),
+        ("Recommend a good science-fiction novel", "A book recommendation", "researcher", False),
+        # The prompt's no-fit rule, echoed: it reads as the fallback's task.
+        (
+            "Recommend a good science-fiction novel",
+            "A question general knowledge answers",
+            "researcher",
+            False,
+        ),
+    ],
+)
+def test_evidence_from_the_llms_reason(
+    catalog: Catalog, request_text: str, reason: str, chosen: str, stands: bool
+):
+    rules = RulesRouter(catalog)
+    verdict = judge(
+        chosen,
+        rules.scores(request_text),
+        fallback=catalog.fallback,
+        floor=EVIDENCE_FLOOR,
+        reason_matches=rules.scores(reason_text(reason, chosen, instruction_terms(catalog))),
+    )
     assert verdict.stands is stands

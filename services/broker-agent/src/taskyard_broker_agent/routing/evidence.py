@@ -13,17 +13,30 @@ their translations through the lexicon, typos through n-grams), against the same
 own "none of these fits" threshold (``FALLBACK_THRESHOLD``): one plain description word is a guess, a
 keyword, the name or two words are a fit. Calibrated on the shipped set's dev split only (docs/routing.md,
 "The evidence floor"). The fallback specialist needs no evidence: choosing it is what the path is for.
+
+The score adds the rules score of the LLM's own ``reason`` for its specialist (``reason_text``: without
+that specialist's name, since naming its choice is no evidence for it, nor the words of the prompt's own
+instructions, which a small model echoes), when the reason reads as that specialist's task more than as any
+other's. The model's restatement of the task, usually in English, is readable by the rules where the request
+is not, in a language or with words the lexicon does not know ("Zaplanuj nam trzy dni w Rzymie" has no
+catalog word; "Plan a three-day trip to Rome" has). A no-fit request's restatement ("A question about the
+weather in Rome") holds no specialist's words. Chosen on the tuning set's dev split, checked on the shipped
+set without examples (docs/routing.md, "Evidence from the LLM's reason").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from taskyard_broker_agent.routing.rules import FALLBACK_THRESHOLD, Match
+from taskyard_broker_agent.routing.text import tokenize
 
 # The default floor: the rules router's own fit threshold (one concept, not a second tuned knob).
 EVIDENCE_FLOOR = FALLBACK_THRESHOLD
+# The shortest start of a name, at the end of a reason, taken for the name cut by the reason's length cap.
+_CUT_NAME_MIN = 3
 
 
 @dataclass(frozen=True)
@@ -39,17 +52,49 @@ class Verdict:
     def cause(self) -> str:
         """A storage-safe explanation (names and numbers only, never request text)."""
         return (
-            f"the LLM chose {self.specialist} ({self.score:.2f} of evidence in the request, below the floor "
-            f"{self.floor:.2f})"
+            f"the LLM chose {self.specialist} ({self.score:.2f} of evidence in the request and its reason, "
+            f"below the floor {self.floor:.2f})"
         )
 
 
-def judge(specialist: str, matches: Iterable[Match], *, fallback: str, floor: float) -> Verdict:
-    """Does the LLM's ``specialist`` stand, given the rules router's ``matches`` for the request?
+def judge(
+    specialist: str,
+    matches: Iterable[Match],
+    *,
+    fallback: str,
+    floor: float,
+    reason_matches: Iterable[Match] = (),
+) -> Verdict:
+    """Does the LLM's ``specialist`` stand, given the rules router's ``matches`` for the request and
+    ``reason_matches`` for the LLM's reason (``reason_text``)?
 
     It stands when it is the catalog's ``fallback`` (no evidence is needed to say nothing fits), when the
-    floor is 0 (the gate is off), or when its rules score reaches ``floor``.
+    floor is 0 (the gate is off), or when its rules score in the request, plus in the reason where the
+    reason matches no other specialist better, reaches ``floor``.
     """
-    score = next((m.score for m in matches if m.specialist == specialist), 0.0)
+    score = _score(matches, specialist)
+    reason = list(reason_matches)
+    if reason and _score(reason, specialist) >= max(m.score for m in reason):
+        score += _score(reason, specialist)
     stands = specialist == fallback or floor <= 0 or score >= floor
     return Verdict(stands=stands, specialist=specialist, score=score, floor=floor)
+
+
+def _score(matches: Iterable[Match], specialist: str) -> float:
+    return next((m.score for m in matches if m.specialist == specialist), 0.0)
+
+
+def reason_text(reason: str, specialist: str, instruction_terms: frozenset[str] = frozenset()) -> str:
+    """What of the LLM's ``reason`` may count as evidence for ``specialist``: without its name ("a job for
+    the trip-planner" → "a job for the "), also where the reason's length cap cut it ("... the trip-pl"),
+    and without the words made only of ``instruction_terms`` (the prompt's own). Other names stay: they
+    read as those specialists'."""
+    text = re.sub(re.escape(specialist), " ", reason, flags=re.IGNORECASE)
+    last = re.search(r"([\w-]+)\W*$", text)
+    if last and len(last.group(1)) >= _CUT_NAME_MIN and specialist.lower().startswith(last.group(1).lower()):
+        text = text[: last.start(1)]
+    if not instruction_terms:
+        return text
+    return " ".join(
+        w for w in text.split() if not (terms := set(tokenize(w))) or not terms <= instruction_terms
+    )

@@ -18,6 +18,7 @@ from openai.types.chat import (
     ChatCompletionUserMessageParam,
 )
 
+from taskyard_broker_agent.routing.text import tokenize
 from taskyard_common.catalog import Catalog, SpecialistSpec
 from taskyard_common.messages import MAX_ROUTED_PARTS, TaskInput
 
@@ -173,6 +174,15 @@ def serialize_request(task_input: TaskInput) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e")
 
 
+def instruction_terms(catalog: Catalog) -> frozenset[str]:
+    """The terms (``text.tokenize``) of the prompt's own instructions that are none of the catalog's names
+    or keywords: a reason that echoes the instructions ("the task its line describes", "a question general
+    knowledge answers") says nothing about the request (evidence.reason_text)."""
+    fixed = " ".join((_INTRO, *_RULES, _PARTS_RULE, no_fit_rule(catalog.fallback), _DATA_ONLY))
+    named = {t for s in catalog.specialists for text in (s.name, *s.keywords) for t in tokenize(text)}
+    return frozenset(tokenize(fixed)) - named
+
+
 @dataclass(frozen=True)
 class RoutingPrompt:
     """The constant part of every routing call, built once per catalog."""
@@ -181,11 +191,17 @@ class RoutingPrompt:
     tool: ChatCompletionFunctionToolParam
     specialists: tuple[str, ...]
     max_request_chars: int = 8000
+    # instruction_terms(catalog): what a reason that only echoes the prompt is made of.
+    instruction_terms: frozenset[str] = frozenset()
 
     @classmethod
     def from_catalog(cls, catalog: Catalog, *, max_request_chars: int = 8000) -> RoutingPrompt:
         return cls(
-            build_system_prompt(catalog), build_route_tool(catalog), tuple(catalog.names), max_request_chars
+            build_system_prompt(catalog),
+            build_route_tool(catalog),
+            tuple(catalog.names),
+            max_request_chars,
+            instruction_terms(catalog),
         )
 
     @property

@@ -27,7 +27,7 @@ from openai.types.chat import ChatCompletion
 
 from taskyard_broker_agent.routing.answers import InvalidAnswer, count_tokens, parse_answer
 from taskyard_broker_agent.routing.cache import DecisionCache, cache_key
-from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, judge
+from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, judge, reason_text
 from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.rules import RulesRouter
@@ -285,6 +285,9 @@ class Router:
             self._rules.scores(request),
             fallback=self._rules.fallback,
             floor=self._evidence_floor,
+            reason_matches=self._rules.scores(
+                reason_text(answer.reason, answer.specialist, self._prompt.instruction_terms)
+            ),
         )
         if verdict.stands:
             return answer
