@@ -31,6 +31,13 @@ async def ignore(message: AbstractIncomingMessage) -> None:
     """Holds what it gets unacked (a prefetch's worth) until its channel closes."""
 
 
+def counted(counter: FleetCounter, name: str, expected: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return (await counter.count())[name] == expected
+
+    return check
+
+
 async def test_a_lane_deepens_with_the_workers_counted_on_the_specialists_queues(
     bus, catalog: Catalog, make_context, amqp_settings
 ):
@@ -57,9 +64,10 @@ async def test_a_lane_deepens_with_the_workers_counted_on_the_specialists_queues
                 await consume(stack, bus, bus.topology.specialist_queue(name))
             # A worker consumes every level queue: the most consumers on one of them is the fleet.
             await consume(stack, bus, bus.topology.specialist_queue(name, Priority.HIGH))
-            assert (await counter.count())[name] == 3
+            await eventually(counted(counter, name, 3), what="3 workers counted")
             assert lanes.depth(name) == 3 * slots
-        assert (await counter.count())[name] == 0
+        # The queue learns of a closed channel's consumers a moment after the close returns.
+        await eventually(counted(counter, name, 0), what="no worker counted")
     finally:
         await counter.stop()
 
