@@ -3,7 +3,7 @@
 import pytest
 
 from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, judge, reason_text
-from taskyard_broker_agent.routing.prompt import instruction_terms
+from taskyard_broker_agent.routing.prompt import REASON_MAX_CHARS, instruction_terms
 from taskyard_broker_agent.routing.rules import FALLBACK_THRESHOLD, Match, RulesRouter
 from taskyard_broker_agent.settings import BrokerAgentSettings
 from taskyard_common.catalog import Catalog
@@ -52,10 +52,12 @@ def test_the_chosen_specialists_name_is_taken_out_of_the_reason():
     assert reason_text("Plan a visit to Rome, not for general", "trip-planner") == (
         "Plan a visit to Rome, not for general"
     )
-    # Cut by the reason's length cap: the start of the name at its end is the name.
-    assert reason_text("Prime numbers, a task that the 'research", "researcher").strip() == (
-        "Prime numbers, a task that the '"
-    )
+    # Cut by the reason's length cap: the start of the name at its end is the name; in a shorter reason
+    # the last word is the model's own.
+    cut = "The request asks for a list of prime numbers, which is a task that the 'research"
+    assert len(cut) == REASON_MAX_CHARS
+    assert reason_text(cut, "researcher").endswith("that the '")
+    assert reason_text("Find academic research", "researcher") == "Find academic research"
     assert reason_text("Find sources on the history of Rome", "history-teacher").endswith("of Rome")
 
 

@@ -18,9 +18,9 @@ The score adds the rules score of the LLM's own ``reason`` for its specialist (`
 that specialist's name, since naming its choice is no evidence for it, nor the words of the prompt's own
 instructions, which a small model echoes), when the reason reads as that specialist's task more than as any
 other's. The model's restatement of the task, usually in English, is readable by the rules where the request
-is not, in a language or with words the lexicon does not know ("Zaplanuj nam trzy dni w Rzymie" has no
-catalog word; "Plan a three-day trip to Rome" has). A no-fit request's restatement ("A question about the
-weather in Rome") holds no specialist's words. Chosen on the tuning set's dev split, checked on the shipped
+is not, in a language or with words the lexicon does not know ("Como posso usar os meus pontos para pagar
+uma noite?" has no catalog word; the model's "How can I use my points to pay a night?" has). A no-fit
+request's restatement ("A question about the weather in Rome") holds no specialist's words. Chosen on the tuning set's dev split, checked on the shipped
 set without examples (docs/routing.md, "Evidence from the LLM's reason").
 """
 
@@ -30,12 +30,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from taskyard_broker_agent.routing.prompt import REASON_MAX_CHARS
 from taskyard_broker_agent.routing.rules import FALLBACK_THRESHOLD, Match
 from taskyard_broker_agent.routing.text import tokenize
 
 # The default floor: the rules router's own fit threshold (one concept, not a second tuned knob).
 EVIDENCE_FLOOR = FALLBACK_THRESHOLD
-# The shortest start of a name, at the end of a reason, taken for the name cut by the reason's length cap.
+# The shortest start of a name, at the end of a reason at its length cap, taken for the name the cap cut.
 _CUT_NAME_MIN = 3
 
 
@@ -88,9 +89,10 @@ def reason_text(reason: str, specialist: str, instruction_terms: frozenset[str] 
     """What of the LLM's ``reason`` may count as evidence for ``specialist``: without its name ("a job for
     the trip-planner" → "a job for the "), also where the reason's length cap cut it ("... the trip-pl"),
     and without the words made only of ``instruction_terms`` (the prompt's own). Other names stay: they
-    read as those specialists'."""
+    read as those specialists'. Only a reason as long as the cap can have been cut: in a shorter one, a last
+    word such as "research" is the model's word, not a cut "researcher"."""
     text = re.sub(re.escape(specialist), " ", reason, flags=re.IGNORECASE)
-    last = re.search(r"([\w-]+)\W*$", text)
+    last = re.search(r"([\w-]+)\W*$", text) if len(reason) >= REASON_MAX_CHARS else None
     if last and len(last.group(1)) >= _CUT_NAME_MIN and specialist.lower().startswith(last.group(1).lower()):
         text = text[: last.start(1)]
     if not instruction_terms:
