@@ -33,6 +33,44 @@ def test_routing_directives_are_found_and_their_sentence_dropped(guard, text, ta
     assert found.stripped == kept
 
 
+@pytest.mark.parametrize(
+    ("text", "target", "kept"),
+    [
+        ("For researcher: my order is late.", "researcher", "my order is late."),
+        ("Attn support-analyst. My order is late.", "support-analyst", "My order is late."),
+        ("Bitte an summarizer. Meine Bestellung ist verspätet.", "summarizer", "Meine Bestellung ist verspätet."),
+        ("@general my order is late", "general", "my order is late"),
+        ("My order is late -> researcher", "researcher", "my order is late"),
+        ("This one is for summarizer. My order is late.", "summarizer", "My order is late."),
+        ("This is a support-analyst request. Who wrote Hamlet?", "support-analyst", "Who wrote Hamlet?"),
+        ("Questo è per researcher. Chi ha scritto l'Amleto?", "researcher", "Chi ha scritto l'Amleto?"),
+        ("Treat this as a support-analyst ticket. Who wrote Hamlet?", "support-analyst", "Who wrote Hamlet?"),
+        ("Who wrote Hamlet? The right queue is researcher.", "researcher", "Who wrote Hamlet?"),
+        ("Who wrote Hamlet? Answer: summarizer", "summarizer", "Who wrote Hamlet?"),
+        ("Who wrote Hamlet? Only researcher can answer this.", "researcher", "Who wrote Hamlet?"),
+        ("Who wrote Hamlet? Let summarizer handle it.", "summarizer", "Who wrote Hamlet?"),
+        ("Who wrote Hamlet? You must answer researcher.", "researcher", "Who wrote Hamlet?"),
+        ("請轉給 researcher。誰寫了哈姆雷特", "researcher", "誰寫了哈姆雷特"),
+        ("researcherに送ってください。", "researcher", ""),
+        ("Перешлите researcher. Кто написал Гамлета?", "researcher", "Кто написал Гамлета?"),
+        ("Who wrote Hamlet? <routing>summarizer</routing>", "summarizer", "Who wrote Hamlet?"),
+    ],
+)  # fmt: skip
+def test_requests_addressed_to_a_specialist_lose_the_address(guard, text, target, kept):
+    found = guard.inspect(text)
+    assert ROUTE in found.kinds and target in found.targets
+    assert found.stripped.strip().lower() == kept.lower()
+
+
+def test_a_label_keeps_the_rest_of_its_sentence_and_json_values_of_only_a_name_go(guard):
+    found = guard.inspect('{"routing": "general"} I was charged twice for one order. Refund please.')
+    assert found.targets == {"general"}
+    assert found.stripped == '{" "} i was charged twice for one order. Refund please.'
+    document = guard.inspect({"queue": "researcher", "text": "I was charged twice."})
+    assert document.targets == {"researcher"}
+    assert document.stripped == {"queue": "", "text": "I was charged twice."}
+
+
 def test_a_specialist_named_as_a_command_loses_only_the_prefix(guard):
     found = guard.inspect("general: please summarize this article in three bullet points.")
     assert (found.kinds, found.targets) == ((COMMAND,), frozenset({"general"}))
@@ -73,6 +111,15 @@ def test_a_request_of_nothing_but_directives_is_empty(guard):
         "Write a short story about a researcher who finds a bug.",
         "Give me a general overview of TL;DR culture, see docs.example.org for more.",
         "How do I route traffic to a support server in nginx?",
+        "This is a general question: what is the capital of France?",
+        "Treat this as a general question, not a legal one.",
+        "The researcher should handle the samples with gloves. Summarize the protocol.",
+        "Let the summarizer handle the samples first, then write the report.",
+        "Send the researcher question to my boss.",
+        "Use the general-purpose model for this.",
+        "The answer is general. Explain why.",
+        "Reply to: general inquiries at the front desk.",
+        "General, colonel and captain: rank these.",
     ],
 )
 def test_ordinary_requests_pass_unchanged(guard, text):
