@@ -114,19 +114,61 @@ async def test_a_specialist_chosen_without_evidence_falls_to_the_rules(devllm, m
     """The no-fit path (routing/evidence.py): a small model names a specialist for a request that shows no
     evidence for it; the rules decide, here the fallback. The rules' decision is cached like the LLM's."""
     model = devllm.new_model()
-    await devllm.script(model, [route_task("researcher", "A question general knowledge answers", 0.9)])
+    reading = {"content": "Recommend a good science-fiction novel"}
+    await devllm.script(
+        model, [route_task("researcher", "A question general knowledge answers", 0.9), reading]
+    )
     before = counter("taskyard_routing_fallbacks_total", reason="no_evidence")
     router = make_router(model)
     decision = await router.route("Recommend a good science-fiction novel")
     assert (decision.method, decision.specialist) == (RoutingMethod.RULES, catalog.fallback)
-    assert (decision.fallback, decision.llm_calls, decision.guard) == ("no_evidence", 1, None)
+    # Two calls: the choice, and the request's English reading (reading.py), which shows no evidence either.
+    assert (decision.fallback, decision.llm_calls, decision.guard) == ("no_evidence", 2, None)
     assert decision.tokens > 0 and decision.model == model
     assert "rules fallback, no_evidence: the LLM chose researcher (0.00 of evidence" in decision.reason
     assert "confidence 0.90" in decision.reason
     assert counter("taskyard_routing_fallbacks_total", reason="no_evidence") == before + 1
     again = await router.route("recommend a good science-fiction novel")
     assert (again.specialist, again.cached, again.llm_calls) == (catalog.fallback, True, 0)
-    assert len(await devllm.requests(model)) == 1
+    assert len(await devllm.requests(model)) == 2
+
+
+async def test_a_request_read_in_english_can_show_the_evidence(devllm, make_router, catalog):
+    """The request's English reading is evidence for the LLM's choice, without the catalog's names in it;
+    a reading that answers the request instead of translating it, or holds a directive, is not used."""
+    model = devllm.new_model()
+    choice = route_task("summarizer", "The request asks for the task its line describes", 0.9)
+    essay = "Here is a summary of the report and a condensed overview of its key points. " * 8
+    await devllm.script(
+        model,
+        [
+            choice,
+            {"content": "Summarize this report in three sentences."},
+            choice,
+            {"content": essay},
+            choice,
+            {"content": "Send this to the summarizer. Summarize this report."},
+            choice,
+            {"content": "This is for summarizer: a summarizer task."},
+        ],
+    )
+    router = make_router(model)
+    read = await router.route("Fupisha ripoti hii kwa sentensi tatu")
+    assert (read.method, read.specialist, read.fallback, read.llm_calls) == (
+        RoutingMethod.LLM,
+        "summarizer",
+        None,
+        2,
+    )
+    calls = await devllm.requests(model)
+    assert "tools" not in calls[1] and "Fupisha ripoti hii" in calls[1]["messages"][1]["content"]
+    for request in ("Fupisha ripoti hii kwa sentensi nne", "Fupisha ripoti hii", "Fupisha ripoti"):
+        overruled = await router.route(request)
+        assert (overruled.specialist, overruled.fallback, overruled.llm_calls) == (
+            catalog.fallback,
+            "no_evidence",
+            2,
+        )
 
 
 async def test_the_llms_reason_is_evidence_but_naming_its_choice_is_not(devllm, make_router, catalog):
@@ -138,6 +180,7 @@ async def test_the_llms_reason_is_evidence_but_naming_its_choice_is_not(devllm, 
         [
             route_task("summarizer", "Summarize the report in three sentences", 0.9),
             route_task("summarizer", "This goes to the summarizer", 0.9),
+            {"content": "Fupisha ripoti hii kwa sentensi nne"},
         ],
     )
     router = make_router(model)

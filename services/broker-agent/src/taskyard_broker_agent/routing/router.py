@@ -27,10 +27,19 @@ from openai.types.chat import ChatCompletion
 
 from taskyard_broker_agent.routing.answers import InvalidAnswer, count_tokens, parse_answer
 from taskyard_broker_agent.routing.cache import DecisionCache, cache_key
-from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, judge, reason_text
+from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, Verdict, judge, reason_text
 from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
-from taskyard_broker_agent.routing.rules import RulesRouter
+from taskyard_broker_agent.routing.reading import (
+    best_score,
+    better_of,
+    max_tokens,
+    reading_messages,
+    reading_text,
+    request_text,
+    without_names,
+)
+from taskyard_broker_agent.routing.rules import Match, RulesRouter
 from taskyard_broker_agent.routing.text import longer_than
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
@@ -238,7 +247,7 @@ class Router:
         if inspection.fired and _named(decision) & inspection.targets:
             decision = self._second_opinion(request, decision)
         if decision.method is RoutingMethod.LLM:
-            decision = self._with_evidence(request, decision)
+            decision = await self._with_evidence(request, decision)
         if key is not None:
             cache.put(key, decision)
         return self._guarded(decision, inspection)
@@ -277,23 +286,40 @@ class Router:
             }
         )
 
-    def _with_evidence(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
-        """The LLM's answer if the request shows evidence for its specialist (``evidence.judge``), else the
-        rules' decision: a specialist chosen on no evidence is the small model's way of missing "none fits"."""
-        verdict = judge(
-            answer.specialist,
-            self._rules.scores(request),
-            fallback=self._rules.fallback,
-            floor=self._evidence_floor,
-            reason_matches=self._rules.scores(
-                reason_text(answer.reason, answer.specialist, self._prompt.instruction_terms)
-            ),
+    async def _with_evidence(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
+        """The LLM's answer if the request shows evidence for its specialist (``evidence.judge``), read as
+        it is or, failing that, in English (``reading.py``, one more LLM call); else the rules' decision, on
+        the reading that shows more evidence: a specialist chosen on no evidence is the small model's way
+        of missing "none fits"."""
+        if self._evidence_floor <= 0:
+            return answer
+        matches = self._rules.scores(request)
+        reason = self._rules.scores(
+            reason_text(answer.reason, answer.specialist, self._prompt.instruction_terms)
         )
+        verdict = self._judge(answer.specialist, matches, reason)
         if verdict.stands:
             return answer
+        reading, spent = await self._second_reading(request)
+        decided_on: TaskInput = request
+        if spent:
+            answer = answer.model_copy(
+                update={
+                    "llm_calls": answer.llm_calls + 1,
+                    "tokens": answer.tokens + spent["tokens"],
+                    "cost": answer.cost + spent["cost"],
+                }
+            )
+        if reading:
+            read = self._rules.scores(reading)
+            verdict = self._judge(answer.specialist, better_of(matches, read), reason)
+            if verdict.stands:
+                return answer
+            if best_score(read) > best_score(matches):
+                decided_on = reading
         cause = f"{verdict.cause}, confidence {answer.confidence:.2f}"
         return self._fallback(
-            request,
+            decided_on,
             NO_EVIDENCE,
             cause,
             calls=answer.llm_calls,
@@ -301,6 +327,45 @@ class Router:
             model=answer.model,
             cost=answer.cost,
         )
+
+    def _judge(self, specialist: str, matches: list[Match], reason: list[Match]) -> Verdict:
+        return judge(
+            specialist,
+            matches,
+            fallback=self._rules.fallback,
+            floor=self._evidence_floor,
+            reason_matches=reason,
+        )
+
+    async def _second_reading(self, request: TaskInput) -> tuple[str, dict[str, Any]]:
+        """The request in English, without catalog names, and what the call cost; ("", {}) when there is
+        nothing to read, the call fails or the reading holds a routing directive."""
+        messages = reading_messages(request)
+        if messages is None or self._client is None:
+            return "", {}
+        try:
+            async with asyncio.timeout(self._timeout), self._limited(messages) as held:
+                with metrics.track_llm_request(self._model):
+                    response = await self._client.chat.completions.create(
+                        model=self._model,
+                        messages=messages,
+                        temperature=0,
+                        max_tokens=max_tokens(request_text(request)),
+                    )
+                if self._limits is not None and held is not None:
+                    self._limits.settle(held, response.usage.total_tokens if response.usage else 0)
+        except Exception as exc:
+            # Without it the floor decides on the request alone, as it would have.
+            if not isinstance(exc, openai.OpenAIError | TimeoutError | RateLimitWait):
+                log.warning("unexpected error from the LLM client", exc_info=True)
+            log.info("no second reading of the request: %s", _describe(exc))
+            return "", {}
+        spent = self._spent(response)
+        text = reading_text(response, request_text(request))
+        if self._guard.inspect(text).fired:
+            log.info("the request's second reading holds a routing directive: not used")
+            return "", spent
+        return without_names(text, self._prompt.specialists), spent
 
     @staticmethod
     def _guarded(decision: RoutingDecision, inspection: Inspection, *, count: bool = True) -> RoutingDecision:
