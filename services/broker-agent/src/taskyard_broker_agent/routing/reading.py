@@ -14,13 +14,17 @@ directive is not used.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
+from taskyard_broker_agent.routing.guard import DirectiveGuard
 from taskyard_broker_agent.routing.rules import Match
 from taskyard_common.messages import TaskInput
+
+log = logging.getLogger(__name__)
 
 # The gist is enough for evidence: a long document is cut, and the translation bounded.
 READING_MAX_CHARS = 1500
@@ -73,6 +77,18 @@ def reading_text(response: ChatCompletion, source: str) -> str:
     if choice is None or choice.finish_reason == "length" or len(text) > 2 * len(source) + 96:
         return ""
     return text
+
+
+def read_back(
+    response: ChatCompletion, request: TaskInput, guard: DirectiveGuard, names: Iterable[str]
+) -> str:
+    """What of the translation of ``request`` the rules may read: "" for an answer (``reading_text``) or
+    a reading in which the guard finds a directive, else the reading without the catalog's names."""
+    text = reading_text(response, request_text(request))
+    if text and guard.inspect(text).fired:
+        log.info("the request's second reading holds a routing directive: not used")
+        return ""
+    return without_names(text, names)
 
 
 def without_names(text: str, names: Iterable[str]) -> str:

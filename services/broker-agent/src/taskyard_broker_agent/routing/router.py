@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from taskyard_broker_agent.routing.answers import InvalidAnswer, count_tokens, parse_answer
 from taskyard_broker_agent.routing.cache import DecisionCache, cache_key
@@ -34,10 +34,9 @@ from taskyard_broker_agent.routing.reading import (
     best_score,
     better_of,
     max_tokens,
+    read_back,
     reading_messages,
-    reading_text,
     request_text,
-    without_names,
 )
 from taskyard_broker_agent.routing.rules import Match, RulesRouter
 from taskyard_broker_agent.routing.text import longer_than
@@ -215,18 +214,7 @@ class Router:
             return self._guarded(cached.model_copy(update=update), inspection, count=False)
         messages = prompt.messages(request)
         try:
-            # The client's timeout bounds each phase of the HTTP exchange; this bounds the whole call.
-            async with asyncio.timeout(self._timeout), self._limited(messages) as held:
-                with metrics.track_llm_request(self._model):
-                    response = await self._client.chat.completions.create(
-                        model=self._model,
-                        messages=messages,
-                        tools=[prompt.tool],
-                        tool_choice=prompt.tool_choice,
-                        temperature=0,
-                    )
-                if self._limits is not None and held is not None:
-                    self._limits.settle(held, response.usage.total_tokens if response.usage else 0)
+            response = await self._call(messages, tools=[prompt.tool], tool_choice=prompt.tool_choice)
         except RateLimitWait as exc:
             return self._guarded(self._fallback(request, RATE_LIMITED, str(exc)), inspection)
         except Exception as exc:
@@ -251,6 +239,20 @@ class Router:
         if key is not None:
             cache.put(key, decision)
         return self._guarded(decision, inspection)
+
+    async def _call(self, messages: list[ChatCompletionMessageParam], **kwargs: Any) -> ChatCompletion:
+        """One call at temperature 0, within the model's fleet-wide limits and the routing timeout (the
+        client's timeout bounds each phase of the HTTP exchange; this bounds the whole call)."""
+        if self._client is None:
+            raise RuntimeError("the router has no LLM client")
+        async with asyncio.timeout(self._timeout), self._limited(messages) as held:
+            with metrics.track_llm_request(self._model):
+                response: ChatCompletion = await self._client.chat.completions.create(
+                    model=self._model, messages=messages, temperature=0, **kwargs
+                )
+            if self._limits is not None and held is not None:
+                self._limits.settle(held, response.usage.total_tokens if response.usage else 0)
+        return response
 
     @contextlib.asynccontextmanager
     async def _limited(self, messages: Any) -> AsyncIterator[Reservation | None]:
@@ -338,34 +340,19 @@ class Router:
         )
 
     async def _second_reading(self, request: TaskInput) -> tuple[str, dict[str, Any]]:
-        """The request in English, without catalog names, and what the call cost; ("", {}) when there is
-        nothing to read, the call fails or the reading holds a routing directive."""
+        """The request's English reading (``reading.read_back``) and what the call cost; ("", {}) when
+        there is nothing to read or the call fails: the floor then decides on the request alone."""
         messages = reading_messages(request)
         if messages is None or self._client is None:
             return "", {}
         try:
-            async with asyncio.timeout(self._timeout), self._limited(messages) as held:
-                with metrics.track_llm_request(self._model):
-                    response = await self._client.chat.completions.create(
-                        model=self._model,
-                        messages=messages,
-                        temperature=0,
-                        max_tokens=max_tokens(request_text(request)),
-                    )
-                if self._limits is not None and held is not None:
-                    self._limits.settle(held, response.usage.total_tokens if response.usage else 0)
+            response = await self._call(messages, max_tokens=max_tokens(request_text(request)))
         except Exception as exc:
-            # Without it the floor decides on the request alone, as it would have.
             if not isinstance(exc, openai.OpenAIError | TimeoutError | RateLimitWait):
                 log.warning("unexpected error from the LLM client", exc_info=True)
             log.info("no second reading of the request: %s", _describe(exc))
             return "", {}
-        spent = self._spent(response)
-        text = reading_text(response, request_text(request))
-        if self._guard.inspect(text).fired:
-            log.info("the request's second reading holds a routing directive: not used")
-            return "", spent
-        return without_names(text, self._prompt.specialists), spent
+        return read_back(response, request, self._guard, self._prompt.specialists), self._spent(response)
 
     @staticmethod
     def _guarded(decision: RoutingDecision, inspection: Inspection, *, count: bool = True) -> RoutingDecision:
