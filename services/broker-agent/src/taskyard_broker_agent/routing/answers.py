@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taskyard_broker_agent.routing.parts import merge_parts
 from taskyard_broker_agent.routing.prompt import ROUTE_TOOL_NAME
-from taskyard_common import metrics
+from taskyard_common import llm, metrics
 from taskyard_common.messages import MAX_ROUTED_PARTS, RoutedPart, RoutingDecision, RoutingMethod
 
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
@@ -16,6 +16,17 @@ _NO_REASON = "(the model gave no reason)"
 
 class InvalidAnswer(ValueError):
     """The LLM answered, but not a usable routing decision."""
+
+
+def describe_failure(exc: Exception) -> str:
+    """A log- and storage-safe cause of a failed call: status codes and error types, never a response body
+    or the URL."""
+    mapped = llm.classify(exc)
+    if mapped is not exc:
+        return str(mapped)
+    if isinstance(exc, TimeoutError):
+        return "LLM did not answer in time"
+    return f"LLM call failed: {type(exc).__name__}"
 
 
 class PartAnswer(BaseModel):

@@ -9,6 +9,8 @@ Around that call (docs/routing.md):
 - the **directive guard** takes routing directives out of the request first ("send this to X", "ignore
   previous instructions"); when the LLM still picks a specialist a directive asked for, and the rules router
   (on the same cleaned request) does not, the rules decide: the request cannot choose its own route;
+- the **evidence floor** lets the LLM's choice stand only when the request, or its English reading, shows
+  evidence for it; otherwise the rules decide (checks.py);
 - the **decision cache** answers identical normalized requests without another LLM call;
 - every decision records its latency, LLM calls, tokens, whether it was cached and what the guard found.
 """
@@ -25,20 +27,18 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
-from taskyard_broker_agent.routing.answers import InvalidAnswer, count_tokens, parse_answer
+from taskyard_broker_agent.routing.answers import (
+    InvalidAnswer,
+    count_tokens,
+    describe_failure,
+    parse_answer,
+)
 from taskyard_broker_agent.routing.cache import DecisionCache, cache_key
-from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, Verdict, judge, reason_text
+from taskyard_broker_agent.routing.checks import EvidenceCheck, named, second_opinion
+from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR
 from taskyard_broker_agent.routing.guard import DirectiveGuard, Inspection
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
-from taskyard_broker_agent.routing.reading import (
-    best_score,
-    better_of,
-    max_tokens,
-    read_back,
-    reading_messages,
-    request_text,
-)
-from taskyard_broker_agent.routing.rules import Match, RulesRouter
+from taskyard_broker_agent.routing.rules import RulesRouter
 from taskyard_broker_agent.routing.text import longer_than
 from taskyard_common import llm, metrics
 from taskyard_common.catalog import Catalog
@@ -60,16 +60,6 @@ NO_EVIDENCE = "no_evidence"
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
 # Requests up to this many characters are inspected on the event loop: a thread hop would cost more.
 INLINE_CHARS = 8192
-
-
-def _describe(exc: Exception) -> str:
-    """A log- and storage-safe cause: status codes and error types, never a response body or the URL."""
-    mapped = llm.classify(exc)
-    if mapped is not exc:
-        return str(mapped)
-    if isinstance(exc, TimeoutError):
-        return "LLM did not answer in time"
-    return f"LLM call failed: {type(exc).__name__}"
 
 
 class Router:
@@ -221,7 +211,9 @@ class Router:
             # Whatever went wrong, the rules can still route: an unexpected error keeps its traceback.
             if not isinstance(exc, openai.OpenAIError | TimeoutError):
                 log.warning("unexpected error from the LLM client", exc_info=True)
-            return self._guarded(self._fallback(request, LLM_ERROR, _describe(exc), calls=1), inspection)
+            return self._guarded(
+                self._fallback(request, LLM_ERROR, describe_failure(exc), calls=1), inspection
+            )
         spent = self._spent(response)
         try:
             decision = parse_answer(
@@ -232,8 +224,8 @@ class Router:
                 self._fallback(request, INVALID_ANSWER, str(exc), calls=1, **spent), inspection
             )
         decision = decision.model_copy(update={"llm_calls": 1, **spent})
-        if inspection.fired and _named(decision) & inspection.targets:
-            decision = self._second_opinion(request, decision)
+        if inspection.fired and named(decision) & inspection.targets:
+            decision = second_opinion(self._rules, request, decision, fallback=GUARD)
         if decision.method is RoutingMethod.LLM:
             decision = await self._with_evidence(request, decision)
         if key is not None:
@@ -263,96 +255,26 @@ class Router:
         async with self._limits.call(self._model, {"messages": messages, "max_tokens": 64}) as held:
             yield held
 
-    def _second_opinion(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
-        """The LLM chose what a directive asked for (as the specialist or for a part): it stands only if the
-        rules agree on the cleaned request (the same specialist, and every part's specialist among theirs).
-
-        Agreement with the directive is no evidence (the model may have read what the guard missed); the
-        rules router cannot be talked to, so its decision breaks the tie.
-        """
-        rules = self._rules.route(request)
-        if rules.specialist == answer.specialist and _named(answer) <= _named(rules) | {answer.specialist}:
-            return answer
-        metrics.ROUTING_GUARD.labels("overruled").inc()
-        metrics.ROUTING_FALLBACKS.labels(GUARD).inc()
-        log.warning("the LLM chose the specialist a routing directive asked for: the rules decide")
-        note = f"{rules.reason} (rules fallback, guard: the LLM chose the specialist a directive in the request named)"
-        return rules.model_copy(
-            update={
-                "reason": note[:_REASON_MAX],
-                "fallback": GUARD,
-                "llm_calls": answer.llm_calls,
-                "tokens": answer.tokens,
-                "cost": answer.cost,
-                "model": answer.model,
-            }
-        )
-
     async def _with_evidence(self, request: TaskInput, answer: RoutingDecision) -> RoutingDecision:
-        """The LLM's answer if the request shows evidence for its specialist (``evidence.judge``), read as
-        it is or, failing that, in English (``reading.py``, one more LLM call); else the rules' decision, on
-        the reading that shows more evidence: a specialist chosen on no evidence is the small model's way
-        of missing "none fits"."""
+        """The LLM's answer if the request (or its English reading) shows evidence for its specialist
+        (``checks.EvidenceCheck``), else the rules' decision."""
         if self._evidence_floor <= 0:
             return answer
-        matches = self._rules.scores(request)
-        reason = self._rules.scores(
-            reason_text(answer.reason, answer.specialist, self._prompt.instruction_terms)
-        )
-        verdict = self._judge(answer.specialist, matches, reason)
-        if verdict.stands:
-            return answer
-        reading, spent = await self._second_reading(request)
-        decided_on: TaskInput = request
-        if spent:
-            answer = answer.model_copy(
-                update={
-                    "llm_calls": answer.llm_calls + 1,
-                    "tokens": answer.tokens + spent["tokens"],
-                    "cost": answer.cost + spent["cost"],
-                }
-            )
-        if reading:
-            read = self._rules.scores(reading)
-            verdict = self._judge(answer.specialist, better_of(matches, read), reason)
-            if verdict.stands:
-                return answer
-            if best_score(read) > best_score(matches):
-                decided_on = reading
-        cause = f"{verdict.cause}, confidence {answer.confidence:.2f}"
+        check = EvidenceCheck(self._rules, self._prompt, self._guard, self._evidence_floor)
+        checked = await check.check(request, answer, self._call, self._spent)
+        if isinstance(checked, RoutingDecision):
+            return checked
+        spent = checked.answer
         return self._fallback(
-            decided_on,
+            request,
             NO_EVIDENCE,
-            cause,
-            calls=answer.llm_calls,
-            tokens=answer.tokens,
-            model=answer.model,
-            cost=answer.cost,
+            checked.cause,
+            calls=spent.llm_calls,
+            tokens=spent.tokens,
+            model=spent.model,
+            cost=spent.cost,
+            decided=checked.decision,
         )
-
-    def _judge(self, specialist: str, matches: list[Match], reason: list[Match]) -> Verdict:
-        return judge(
-            specialist,
-            matches,
-            fallback=self._rules.fallback,
-            floor=self._evidence_floor,
-            reason_matches=reason,
-        )
-
-    async def _second_reading(self, request: TaskInput) -> tuple[str, dict[str, Any]]:
-        """The request's English reading (``reading.read_back``) and what the call cost; ("", {}) when
-        there is nothing to read or the call fails: the floor then decides on the request alone."""
-        messages = reading_messages(request)
-        if messages is None or self._client is None:
-            return "", {}
-        try:
-            response = await self._call(messages, max_tokens=max_tokens(request_text(request)))
-        except Exception as exc:
-            if not isinstance(exc, openai.OpenAIError | TimeoutError | RateLimitWait):
-                log.warning("unexpected error from the LLM client", exc_info=True)
-            log.info("no second reading of the request: %s", _describe(exc))
-            return "", {}
-        return read_back(response, request, self._guard, self._prompt.specialists), self._spent(response)
 
     @staticmethod
     def _guarded(decision: RoutingDecision, inspection: Inspection, *, count: bool = True) -> RoutingDecision:
@@ -379,9 +301,12 @@ class Router:
         tokens: int = 0,
         model: str | None = None,
         cost: float = 0.0,
+        decided: RoutingDecision | None = None,
     ) -> RoutingDecision:
+        """The rules' decision on ``task_input`` (or ``decided``, one they made already), labelled with
+        ``reason`` and what the LLM calls before it cost."""
         metrics.ROUTING_FALLBACKS.labels(reason).inc()
-        decision = self._rules.route(task_input).model_copy(
+        decision = (decided or self._rules.route(task_input)).model_copy(
             update={"fallback": reason, "llm_calls": calls, "tokens": tokens, "model": model, "cost": cost}
         )
         if cause is None:
@@ -389,8 +314,3 @@ class Router:
         log.warning("LLM routing fell back to the rules router (%s): %s", reason, cause)
         note = f"{decision.reason} (rules fallback, {reason}: {cause})"
         return decision.model_copy(update={"reason": note[:_REASON_MAX]})
-
-
-def _named(decision: RoutingDecision) -> set[str]:
-    """Every specialist a decision sends work to: its own and its parts'."""
-    return {decision.specialist, *(p.specialist for p in decision.parts)}
