@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 
 from taskyard_broker_agent.routing.guard import DirectiveGuard
 from taskyard_broker_agent.routing.router import Router
-from taskyard_common.catalog import Catalog
+from taskyard_common.catalog import Catalog, parse_catalog
 from taskyard_common.llm_limits import LlmLimits
 from taskyard_common.messages import RoutingMethod
 from taskyard_common.model_specs import ModelSpec
@@ -162,7 +162,7 @@ async def test_a_request_read_in_english_can_show_the_evidence(devllm, make_rout
     )
     calls = await devllm.requests(model)
     assert "tools" not in calls[1] and "Fupisha ripoti hii" in calls[1]["messages"][1]["content"]
-    for request in ("Fupisha ripoti hii kwa sentensi nne", "Fupisha ripoti hii", "Fupisha ripoti"):
+    for request in ("Fupisha ripoti hii tafadhali", "Fupisha ripoti hii", "Fupisha ripoti"):
         overruled = await router.route(request)
         assert (overruled.specialist, overruled.fallback, overruled.llm_calls) == (
             catalog.fallback,
@@ -180,7 +180,7 @@ async def test_the_llms_reason_is_evidence_but_naming_its_choice_is_not(devllm, 
         [
             route_task("summarizer", "Summarize the report in three sentences", 0.9),
             route_task("summarizer", "This goes to the summarizer", 0.9),
-            {"content": "Fupisha ripoti hii kwa sentensi nne"},
+            {"content": "Fupisha ripoti hii tafadhali"},
         ],
     )
     router = make_router(model)
@@ -190,12 +190,65 @@ async def test_the_llms_reason_is_evidence_but_naming_its_choice_is_not(devllm, 
         "summarizer",
         None,
     )
-    named = await router.route("Fupisha ripoti hii kwa sentensi nne")
+    named = await router.route("Fupisha ripoti hii tafadhali")
     assert (named.method, named.specialist, named.fallback) == (
         RoutingMethod.RULES,
         catalog.fallback,
         "no_evidence",
     )
+
+
+# Eight specialists, as users write them (no examples): one rare description word clears the rules'
+# threshold alone; "hotel" is in three lines, so it alone stays below it.
+_HOTEL = "\n".join(
+    [
+        "fallback: helper",
+        "specialists:",
+        "  - {name: booking, description: Makes and cancels room reservations at the hotel, "
+        "keywords: [reservation], instructions: x}",
+        "  - {name: trips, description: Plans what guests do around the hotel with itineraries, "
+        "keywords: [itinerary], instructions: x}",
+        "  - {name: shuttle, description: Drives guests from the airport to the hotel, "
+        "keywords: [pickup], instructions: x}",
+        *(
+            f"  - {{name: desk{i}, description: handles item{i} orders, keywords: [item{i}], instructions: x}}"
+            for i in range(4)
+        ),
+        "  - {name: helper, description: anything else, keywords: [question], instructions: x}",
+    ]
+)
+
+
+async def test_the_floor_weighs_weak_evidence_against_none_fits(devllm, llm_settings):
+    """An overruled choice goes to the rules strictly (one plain description word is no fit); a choice with
+    weak evidence that nothing else outweighs stands."""
+    model = devllm.new_model()
+    echo = "The request asks for the task its line describes"
+    await devllm.script(
+        model,
+        [
+            route_task("trips", echo, 1.0),
+            {"content": "How do I make a proper carbonara?"},
+            route_task("trips", echo, 1.0),
+            {"content": "Sunday is free and we stay at the hotel: ideas?"},
+        ],
+    )
+    router = Router.create(parse_catalog(_HOTEL), llm_settings(model))
+    try:
+        # No evidence for trips; the rules' booking rests on "make" alone: none fits.
+        one_word = await router.route("How do I make a proper carbonara?")
+        assert (one_word.specialist, one_word.fallback) == ("helper", "no_evidence")
+        assert one_word.reason.startswith("weak match (booking)")
+        # "hotel" is weak evidence for trips, and no stronger for anyone else: the LLM's choice stands.
+        weak = await router.route("Sunday is free and we stay at the hotel: ideas?")
+        assert (weak.method, weak.specialist, weak.fallback, weak.llm_calls) == (
+            RoutingMethod.LLM,
+            "trips",
+            None,
+            2,
+        )
+    finally:
+        await router.close()
 
 
 async def test_the_evidence_check_can_be_turned_off(devllm, make_router):

@@ -9,6 +9,7 @@ from taskyard_broker_agent.routing.rules import (
     RulesRouter,
     confidence,
     input_text,
+    matched_nothing,
     stem,
     tokenize,
 )
@@ -231,3 +232,37 @@ def test_one_plain_word_is_no_fit(rules: RulesRouter, request_text: str):
     decision = rules.route(request_text)
     assert decision.specialist == "general"
     assert decision.confidence == NO_MATCH_CONFIDENCE
+
+
+def test_strict_routing_takes_one_plain_description_word_for_a_guess():
+    # Eight specialists: one rare description word alone clears the threshold (idf), a keyword is firm.
+    others = "\n".join(
+        f"  - {{name: s{i}, description: handles item{i} orders, keywords: [item{i}], instructions: x}}"
+        for i in range(6)
+    )
+    catalog = parse_catalog(
+        f"""
+fallback: helper
+specialists:
+  - {{name: booking, description: Makes and cancels room reservations, keywords: [reservation], instructions: x}}
+{others}
+  - {{name: helper, description: anything else, keywords: [question], instructions: x}}
+"""
+    )
+    rules = RulesRouter(catalog)
+    one_word = "How do I make a proper carbonara?"
+    assert rules.route(one_word).specialist == "booking"
+    assert not rules.firm(max(rules.scores(one_word), key=lambda m: m.score))
+    assert rules.route(one_word, strict=True).specialist == "helper"
+    for firm in ("Please change my reservation", "Cancel the room I booked"):
+        assert rules.firm(max(rules.scores(firm), key=lambda m: m.score))
+        assert rules.route(firm, strict=True).specialist == "booking"
+
+
+def test_a_fallback_for_want_of_a_fit_is_told_from_the_fallbacks_own_words(
+    rules: RulesRouter, catalog: Catalog
+):
+    assert matched_nothing(rules.route("zxcv qwerty"))
+    own_words = rules.route("Explain how a rainbow forms")
+    assert own_words.specialist == catalog.fallback and not matched_nothing(own_words)
+    assert not matched_nothing(rules.route("Please summarize this document for me"))

@@ -31,7 +31,7 @@ from taskyard_broker_agent.routing.reading import (
     reading_messages,
     request_text,
 )
-from taskyard_broker_agent.routing.rules import Match, RulesRouter
+from taskyard_broker_agent.routing.rules import Match, RulesRouter, matched_nothing
 from taskyard_common import metrics
 from taskyard_common.llm_limits import RateLimitWait
 from taskyard_common.messages import RoutingDecision, TaskInput
@@ -86,7 +86,7 @@ def second_opinion(
 
 @dataclass(frozen=True)
 class Overruled:
-    """The LLM's choice did not stand: ``decision`` is the rules' on the request or its reading."""
+    """The LLM's choice did not stand: ``decision`` is the rules' (strict) on the request or its reading."""
 
     answer: RoutingDecision  # the LLM's answer, with the reading's call counted in it
     decision: RoutingDecision
@@ -106,7 +106,11 @@ class EvidenceCheck:
         self, request: TaskInput, answer: RoutingDecision, call: Call, spent: Spent
     ) -> RoutingDecision | Overruled:
         """``answer`` if the request, read as it is or in English, shows evidence for its specialist;
-        else ``Overruled``, with the rules' decision on the reading that shows more evidence."""
+        else ``Overruled``, with the rules' strict decision on the reading that shows more evidence.
+
+        Between the two, a choice with some evidence (half the floor) stands where the rules find nothing
+        firm either: the floor is the path for a choice made on nothing, and "none fits" is no better a
+        guess for a request that weakly supports the model's choice and nothing else."""
         matches = self.rules.scores(request)
         reason = self.rules.scores(
             reason_text(answer.reason, answer.specialist, self.prompt.instruction_terms)
@@ -131,7 +135,9 @@ class EvidenceCheck:
                 return answer
             if best_score(read) > best_score(matches):
                 decided_on = reading
-        decision = self.rules.route(decided_on)
+        decision = self.rules.route(decided_on, strict=True)
+        if matched_nothing(decision) and verdict.score >= self.floor / 2:
+            return answer
         return Overruled(answer, decision, f"{verdict.cause}, confidence {answer.confidence:.2f}")
 
     def _judge(self, specialist: str, matches: list[Match], reason: list[Match]) -> Verdict:

@@ -258,12 +258,25 @@ class RulesRouter:
             matches.append(Match(profile.name, sum(c for _, c in found), tuple(found)))
         return matches
 
-    def route(self, task_input: TaskInput) -> RoutingDecision:
+    def firm(self, match: Match) -> bool:
+        """The match rests on more than one plain word: two terms or more, or a keyword, name or phrase.
+        One description or example word scores above the threshold in a larger catalog (idf), alone."""
+        if len(match.terms) != 1:
+            return len(match.terms) > 1
+        term = match.terms[0][0]
+        profile = next(p for p in self._profiles if p.name == match.specialist)
+        return profile.terms.get(term, PHRASE_WEIGHT) > max(DESCRIPTION_WEIGHT, EXAMPLE_WEIGHT)
+
+    def route(self, task_input: TaskInput, *, strict: bool = False) -> RoutingDecision:
+        """The best match above the threshold, else the fallback. ``strict``: a match that is not ``firm``
+        goes to the fallback too (the LLM router's path for a choice the evidence floor overruled: the
+        model read the request and chose otherwise, and one plain word does not outweigh that)."""
         matches = self.scores(task_input)
         # Highest score wins; ties go to the earlier specialist of the catalog (sorted() is stable).
         ranked = sorted(matches, key=lambda m: -m.score)
         best = ranked[0]
-        if best.score <= 0 or (best.score < self._threshold and best.specialist != self._fallback):
+        weak = best.score < self._threshold or (strict and not self.firm(best))
+        if best.score <= 0 or (weak and best.specialist != self._fallback):
             why = "no specialist matched" if best.score <= 0 else f"weak match ({best.specialist})"
             return RoutingDecision(
                 method=RoutingMethod.RULES,
@@ -302,6 +315,12 @@ class RulesRouter:
                 words.setdefault(best.specialist, ", ".join(t for t, _ in best.terms[:3]))
         parts = merge_parts(found)
         return parts, "; ".join(f"{p.specialist} (matched: {words[p.specialist]})" for p in parts)
+
+
+def matched_nothing(decision: RoutingDecision) -> bool:
+    """The rules' decision is the fallback because nothing fits, not because the fallback's own words
+    matched (a catalog's fallback may have keywords: "write", "explain")."""
+    return decision.method is RoutingMethod.RULES and decision.confidence == NO_MATCH_CONFIDENCE
 
 
 def confidence(best: float, runner_up: float) -> float:
