@@ -221,7 +221,8 @@ _HOTEL = "\n".join(
 
 async def test_the_floor_weighs_weak_evidence_against_none_fits(devllm, llm_settings):
     """An overruled choice goes to the rules strictly (one plain description word is no fit); a choice with
-    weak evidence that nothing else outweighs stands."""
+    weak evidence that nothing else outweighs stands; a reason that copies the choice's line is no
+    evidence."""
     model = devllm.new_model()
     echo = "The request asks for the task its line describes"
     await devllm.script(
@@ -231,6 +232,8 @@ async def test_the_floor_weighs_weak_evidence_against_none_fits(devllm, llm_sett
             {"content": "How do I make a proper carbonara?"},
             route_task("trips", echo, 1.0),
             {"content": "Sunday is free and we stay at the hotel: ideas?"},
+            route_task("trips", "Plans what guests do around the hotel", 1.0),
+            {"content": "I need a room for 15 people with a projector on Thursday"},
         ],
     )
     router = Router.create(parse_catalog(_HOTEL), llm_settings(model))
@@ -247,6 +250,9 @@ async def test_the_floor_weighs_weak_evidence_against_none_fits(devllm, llm_sett
             None,
             2,
         )
+        # The reason is trips' own line, not the request's task: no evidence, and "room" alone is no fit.
+        copied = await router.route("I need a room for 15 people with a projector on Thursday")
+        assert (copied.specialist, copied.fallback) == ("helper", "no_evidence")
     finally:
         await router.close()
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, judge, reason_text
+from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, copies_line, judge, reason_text
 from taskyard_broker_agent.routing.prompt import REASON_MAX_CHARS, instruction_terms
 from taskyard_broker_agent.routing.rules import FALLBACK_THRESHOLD, Match, RulesRouter
 from taskyard_broker_agent.settings import BrokerAgentSettings
@@ -146,3 +146,18 @@ def test_evidence_from_the_llms_reason(
         reason_matches=rules.scores(reason_text(reason, chosen, instruction_terms(catalog))),
     )
     assert verdict.stands is stands
+
+
+@pytest.mark.parametrize(
+    ("reason", "copied"),
+    [
+        ("Plan what guests do at their destination", True),
+        ("plans what guests do at their destination.", True),
+        ("A room for 15 people with a projector", False),
+        ("Guests want to know what to do at the destination", False),
+        ("", False),
+    ],
+)
+def test_a_reason_that_copies_the_chosen_line_is_a_copy(reason: str, copied: bool):
+    line = "Plans what guests do at their destination: day-by-day itineraries, sightseeing, restaurants."
+    assert copies_line(reason, line) is copied

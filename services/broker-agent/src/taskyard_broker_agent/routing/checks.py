@@ -20,7 +20,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from taskyard_broker_agent.routing.answers import describe_failure
-from taskyard_broker_agent.routing.evidence import Verdict, judge, reason_text
+from taskyard_broker_agent.routing.evidence import Verdict, copies_line, judge, reason_text
 from taskyard_broker_agent.routing.guard import DirectiveGuard
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.reading import (
@@ -112,9 +112,7 @@ class EvidenceCheck:
         firm either: the floor is the path for a choice made on nothing, and "none fits" is no better a
         guess for a request that weakly supports the model's choice and nothing else."""
         matches = self.rules.scores(request)
-        reason = self.rules.scores(
-            reason_text(answer.reason, answer.specialist, self.prompt.instruction_terms)
-        )
+        reason = self.rules.scores(self._reason(answer))
         verdict = self._judge(answer.specialist, matches, reason)
         if verdict.stands:
             return answer
@@ -139,6 +137,13 @@ class EvidenceCheck:
         if matched_nothing(decision) and verdict.score >= self.floor / 2:
             return answer
         return Overruled(answer, decision, f"{verdict.cause}, confidence {answer.confidence:.2f}")
+
+    def _reason(self, answer: RoutingDecision) -> str:
+        """What of the LLM's reason is evidence (``evidence.reason_text``): nothing when it copies the
+        chosen specialist's line (``evidence.copies_line``)."""
+        if copies_line(answer.reason, self.prompt.description(answer.specialist)):
+            return ""
+        return reason_text(answer.reason, answer.specialist, self.prompt.instruction_terms)
 
     def _judge(self, specialist: str, matches: list[Match], reason: list[Match]) -> Verdict:
         return judge(

@@ -38,6 +38,8 @@ from taskyard_broker_agent.routing.text import tokenize
 EVIDENCE_FLOOR = FALLBACK_THRESHOLD
 # The shortest start of a name, at the end of a reason at its length cap, taken for the name the cap cut.
 _CUT_NAME_MIN = 3
+# Words in a row of the chosen specialist's description that make a reason a copy of its line.
+COPIED_RUN = 4
 
 
 @dataclass(frozen=True)
@@ -100,3 +102,13 @@ def reason_text(reason: str, specialist: str, instruction_terms: frozenset[str] 
     return " ".join(
         w for w in text.split() if not (terms := set(tokenize(w))) or not terms <= instruction_terms
     )
+
+
+def copies_line(reason: str, description: str, run: int = COPIED_RUN) -> bool:
+    """The ``reason`` repeats ``run`` words in a row of the chosen specialist's ``description``: the model
+    restated what the specialist does ("Plan what guests do at their destination" for a meeting room), not
+    what the request asks, so the reason is no evidence for that specialist."""
+    line = tokenize(description)
+    runs = {tuple(line[i : i + run]) for i in range(len(line) - run + 1)}
+    said = tokenize(reason)
+    return any(tuple(said[i : i + run]) in runs for i in range(len(said) - run + 1))

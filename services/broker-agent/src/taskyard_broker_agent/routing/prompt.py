@@ -193,6 +193,8 @@ class RoutingPrompt:
     max_request_chars: int = 8000
     # instruction_terms(catalog): what a reason that only echoes the prompt is made of.
     instruction_terms: frozenset[str] = frozenset()
+    # (name, description) of each specialist: what a reason that only copies its choice's line says.
+    descriptions: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_catalog(cls, catalog: Catalog, *, max_request_chars: int = 8000) -> RoutingPrompt:
@@ -202,7 +204,11 @@ class RoutingPrompt:
             tuple(catalog.names),
             max_request_chars,
             instruction_terms(catalog),
+            tuple((s.name, s.description) for s in catalog.specialists),
         )
+
+    def description(self, name: str) -> str:
+        return next((text for specialist, text in self.descriptions if specialist == name), "")
 
     @property
     def offers_parts(self) -> bool:
