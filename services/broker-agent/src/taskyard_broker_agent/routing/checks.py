@@ -3,10 +3,13 @@
 - ``agrees``: a choice that a routing directive in the request asked for stands only when the rules, on the
   cleaned request, choose it too (the directive guard's second opinion);
 - ``EvidenceCheck``: a choice stands only when the request, or its English reading (``reading.py``, one more
-  LLM call), shows evidence for it (``evidence.judge``); a specialist chosen on no evidence is the small
-  model's way of missing "none fits".
+  LLM call), shows evidence for it (``evidence.judge``; a reason that copies the choice's description is
+  none); a specialist chosen on no evidence is the small model's way of missing "none fits". The rules
+  then decide strictly (one plain word is no fit), and a choice with weak evidence stands where they find
+  no fit at all.
 
-Both leave the overruled decision to the rules router (``Router._fallback``), which counts it.
+Both leave the overruled decision to the rules router (``Router._fallback``), which counts it
+(docs/routing.md, "Weak evidence, one plain word, a copied line").
 """
 
 from __future__ import annotations
