@@ -159,5 +159,11 @@ def test_evidence_from_the_llms_reason(
     ],
 )
 def test_a_reason_that_copies_the_chosen_line_is_a_copy(reason: str, copied: bool):
-    line = "Plans what guests do at their destination: day-by-day itineraries, sightseeing, restaurants."
+    line = ("Plans what guests do at their destination: day-by-day itineraries, sightseeing, restaurants.",)
     assert copies_line(reason, line) is copied
+
+
+def test_a_copied_example_is_a_copy_but_words_across_two_texts_are_not():
+    line = ("Summarizes documents into key points.", "Summarize this document in five bullet points")
+    assert copies_line("Summarize this document in five bullet points", line)
+    assert not copies_line("key points summarize this", line)

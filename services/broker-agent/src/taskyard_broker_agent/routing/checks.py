@@ -3,8 +3,7 @@
 - ``agrees``: a choice that a routing directive in the request asked for stands only when the rules, on the
   cleaned request, choose it too (the directive guard's second opinion);
 - ``EvidenceCheck``: a choice stands only when the request, or its English reading (``reading.py``, one more
-  LLM call), shows evidence for it (``evidence.judge``; a reason that copies the choice's description is
-  none); a specialist chosen on no evidence is the small model's way of missing "none fits". The rules
+  LLM call), shows evidence for it (``evidence.judge``; a reason that copies the choice's line is none); a specialist chosen on no evidence is the small model's way of missing "none fits". The rules
   then decide strictly (one plain word is no fit), and a choice with weak evidence stands where they find
   no fit at all.
 
@@ -144,7 +143,7 @@ class EvidenceCheck:
     def _reason(self, answer: RoutingDecision) -> str:
         """What of the LLM's reason is evidence (``evidence.reason_text``): nothing when it copies the
         chosen specialist's line (``evidence.copies_line``)."""
-        if copies_line(answer.reason, self.prompt.description(answer.specialist)):
+        if copies_line(answer.reason, self.prompt.line(answer.specialist)):
             return ""
         return reason_text(answer.reason, answer.specialist, self.prompt.instruction_terms)
 

@@ -104,11 +104,15 @@ def reason_text(reason: str, specialist: str, instruction_terms: frozenset[str] 
     )
 
 
-def copies_line(reason: str, description: str, run: int = COPIED_RUN) -> bool:
-    """The ``reason`` repeats ``run`` words in a row of the chosen specialist's ``description``: the model
-    restated what the specialist does ("Plan what guests do at their destination" for a meeting room), not
-    what the request asks, so the reason is no evidence for that specialist."""
-    line = tokenize(description)
-    runs = {tuple(line[i : i + run]) for i in range(len(line) - run + 1)}
+def copies_line(reason: str, line: Iterable[str], run: int = COPIED_RUN) -> bool:
+    """The ``reason`` repeats ``run`` words in a row of one text of the chosen specialist's ``line`` (its
+    description, or an example the prompt shows): the model restated what the specialist does ("Plan what
+    guests do at their destination" for a meeting room; "Summarize this document in five bullet points" for
+    "lorem ipsum"), not what the request asks, so the reason is no evidence for that specialist."""
     said = tokenize(reason)
-    return any(tuple(said[i : i + run]) in runs for i in range(len(said) - run + 1))
+    for text in line:
+        words = tokenize(text)
+        runs = {tuple(words[i : i + run]) for i in range(len(words) - run + 1)}
+        if any(tuple(said[i : i + run]) in runs for i in range(len(said) - run + 1)):
+            return True
+    return False

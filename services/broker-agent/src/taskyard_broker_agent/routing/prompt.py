@@ -193,8 +193,9 @@ class RoutingPrompt:
     max_request_chars: int = 8000
     # instruction_terms(catalog): what a reason that only echoes the prompt is made of.
     instruction_terms: frozenset[str] = frozenset()
-    # (name, description) of each specialist: what a reason that only copies its choice's line says.
-    descriptions: tuple[tuple[str, str], ...] = ()
+    # (name, (description, *examples shown)) of each specialist: the texts of its line that a reason may
+    # copy instead of saying what the request asks (evidence.copies_line).
+    lines: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
     def from_catalog(cls, catalog: Catalog, *, max_request_chars: int = 8000) -> RoutingPrompt:
@@ -204,11 +205,12 @@ class RoutingPrompt:
             tuple(catalog.names),
             max_request_chars,
             instruction_terms(catalog),
-            tuple((s.name, s.description) for s in catalog.specialists),
+            tuple((s.name, (s.description, *s.examples[:PROMPT_EXAMPLES])) for s in catalog.specialists),
         )
 
-    def description(self, name: str) -> str:
-        return next((text for specialist, text in self.descriptions if specialist == name), "")
+    def line(self, name: str) -> tuple[str, ...]:
+        """The description and the examples the prompt shows for ``name``."""
+        return next((texts for specialist, texts in self.lines if specialist == name), ())
 
     @property
     def offers_parts(self) -> bool:
