@@ -3,9 +3,9 @@
 - ``agrees``: a choice that a routing directive in the request asked for stands only when the rules, on the
   cleaned request, choose it too (the directive guard's second opinion);
 - ``EvidenceCheck``: a choice stands only when the request, or its English reading (``reading.py``, one more
-  LLM call), shows evidence for it (``evidence.judge``; a reason that copies the choice's line is none); a specialist chosen on no evidence is the small model's way of missing "none fits". The rules
-  then decide strictly (one plain word is no fit), and a choice with weak evidence stands where they find
-  no fit at all.
+  LLM call), shows evidence for it (``evidence.judge``; a reason that copies the choice's line is none); a
+  specialist chosen on no evidence is the small model's way of missing "none fits". The rules then decide
+  strictly (one plain word is no fit), and a choice with weak evidence stands where they find no fit at all.
 
 Both leave the overruled decision to the rules router (``Router._fallback``), which counts it
 (docs/routing.md, "Weak evidence, one plain word, a copied line").
@@ -110,8 +110,8 @@ class EvidenceCheck:
         """``answer`` if the request, read as it is or in English, shows evidence for its specialist;
         else ``Overruled``, with the rules' strict decision on the reading that shows more evidence.
 
-        Between the two, a choice with some evidence (half the floor) stands where the rules find nothing
-        firm either: the floor is the path for a choice made on nothing, and "none fits" is no better a
+        A choice below the floor with some evidence (half of it) still stands when the strict rules find
+        no fit at all: the floor is the path for a choice made on nothing, and "none fits" is no better a
         guess for a request that weakly supports the model's choice and nothing else."""
         matches = self.rules.scores(request)
         reason = self.rules.scores(self._reason(answer))

@@ -265,7 +265,9 @@ class RulesRouter:
             return len(match.terms) > 1
         term = match.terms[0][0]
         profile = next(p for p in self._profiles if p.name == match.specialist)
-        return profile.terms.get(term, PHRASE_WEIGHT) > max(DESCRIPTION_WEIGHT, EXAMPLE_WEIGHT)
+        if term not in profile.terms:
+            return True  # a phrase (a multi-word keyword): terms hold single words only
+        return profile.terms[term] > max(DESCRIPTION_WEIGHT, EXAMPLE_WEIGHT)
 
     def route(self, task_input: TaskInput, *, strict: bool = False) -> RoutingDecision:
         """The best match above the threshold, else the fallback. ``strict``: a match that is not ``firm``
