@@ -38,8 +38,10 @@ class CallCounter:
         completions.create = counted  # type: ignore[method-assign]
 
 
-# evidence.Verdict.cause, as the fallback's reason quotes it.
-_OVERRULED = re.compile(r"no_evidence: the LLM chose (\S+) \(")
+# The evidence check's two fallbacks (checks.NO_EVIDENCE, checks.OUTWEIGHED) and their causes, as the
+# fallback's reason quotes them: both name the LLM's choice first.
+_CHECKED = ("no_evidence", "outweighed")
+_OVERRULED = re.compile(r"(?:no_evidence|outweighed): the LLM chose (\S+) \(")
 
 
 @dataclass
@@ -68,7 +70,7 @@ class Outcome:
     def llm_choice(self) -> str:
         """What the LLM chose where the evidence floor overruled it (its reason names it), else the
         decision: the route without the floor, from the same run (the call is at temperature 0)."""
-        found = _OVERRULED.search(self.reason) if self.fallback == "no_evidence" else None
+        found = _OVERRULED.search(self.reason) if self.fallback in _CHECKED else None
         return found.group(1) if found else self.specialist
 
     @property
@@ -143,12 +145,13 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "methods": dict(Counter(o.method for o in outcomes)),
         "guard_fired": sum(o.guard is not None for o in outcomes),
     }
-    overruled = [o for o in outcomes if o.fallback == "no_evidence"]
+    overruled = [o for o in outcomes if o.fallback in _CHECKED]
     if overruled:
         alone = [o.llm_choice == o.case.label for o in outcomes]
         no_fit = [o.llm_choice == o.case.label for o in outcomes if "nofit" in o.case.slices]
         summary["evidence_floor"] = {
             "overruled": len(overruled),
+            "outweighed": sum(o.fallback == "outweighed" for o in overruled),
             "right_after": sum(o.correct for o in overruled),
             "right_before": sum(o.llm_choice == o.case.label for o in overruled),
             "without": {"n": len(alone), "correct": sum(alone), "accuracy": sum(alone) / len(alone)},
@@ -190,7 +193,8 @@ def format_report(name: str, summary: dict[str, Any], outcomes: Sequence[Outcome
     if "evidence_floor" in summary:
         floor = summary["evidence_floor"]
         lines.append(
-            f"evidence floor overruled {floor['overruled']} LLM choices (right before {floor['right_before']}, "
+            f"evidence check overruled {floor['overruled']} LLM choices ({floor['outweighed']} outweighed; right "
+            f"before {floor['right_before']}, "
             f"after {floor['right_after']}); without it: overall {_pct(floor['without'])}, "
             f"nofit {_pct(floor['without_nofit'])}"
         )

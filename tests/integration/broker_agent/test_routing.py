@@ -257,6 +257,28 @@ async def test_the_floor_weighs_weak_evidence_against_none_fits(devllm, llm_sett
         await router.close()
 
 
+async def test_a_choice_its_reason_does_not_back_is_outweighed_by_a_far_stronger_rival(devllm, llm_settings):
+    """A choice that clears the floor goes to the rules' specialist when the request shows far more evidence
+    for that one and the model's reason reads as nothing; a reason that states the choice's task keeps it."""
+    model = devllm.new_model()
+    await devllm.script(
+        model,
+        [route_task("trips", "What the specialist does", 1.0), route_task("trips", "Plans for guests", 1.0)],
+    )
+    router = Router.create(parse_catalog(_HOTEL), llm_settings(model))
+    outweighed = counter("taskyard_routing_fallbacks_total", reason="outweighed")
+    try:
+        # "plans" is evidence for trips (above the floor), "cancel" and "reservation" far more for booking.
+        overruled = await router.route("Cancel my reservation: the plans changed")
+        assert (overruled.specialist, overruled.fallback, overruled.llm_calls) == ("booking", "outweighed", 1)
+        assert "the LLM chose trips" in overruled.reason
+        assert counter("taskyard_routing_fallbacks_total", reason="outweighed") == outweighed + 1
+        backed = await router.route("Cancel my reservation, plans for the day changed")
+        assert (backed.method, backed.specialist, backed.fallback) == (RoutingMethod.LLM, "trips", None)
+    finally:
+        await router.close()
+
+
 async def test_the_evidence_check_can_be_turned_off(devllm, make_router):
     model = devllm.new_model()
     await devllm.script(model, [route_task("researcher")])

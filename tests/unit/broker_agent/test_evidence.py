@@ -2,7 +2,13 @@
 
 import pytest
 
-from taskyard_broker_agent.routing.evidence import EVIDENCE_FLOOR, copies_line, judge, reason_text
+from taskyard_broker_agent.routing.evidence import (
+    EVIDENCE_FLOOR,
+    copies_line,
+    judge,
+    outweighed,
+    reason_text,
+)
 from taskyard_broker_agent.routing.prompt import REASON_MAX_CHARS, instruction_terms
 from taskyard_broker_agent.routing.rules import FALLBACK_THRESHOLD, Match, RulesRouter
 from taskyard_broker_agent.settings import BrokerAgentSettings
@@ -167,3 +173,30 @@ def test_a_copied_example_is_a_copy_but_words_across_two_texts_are_not():
     line = ("Summarizes documents into key points.", "Summarize this document in five bullet points")
     assert copies_line("Summarize this document in five bullet points", line)
     assert not copies_line("key points summarize this", line)
+
+
+@pytest.mark.parametrize(
+    ("request_scores", "reason_scores", "expected"),
+    [
+        # A reason that reads as nothing: the request decides, and it shows far more for the rival.
+        ({"a": 1.8, "b": 6.6}, {}, True),
+        # A reason that reads firmly as the rival, as the request does.
+        ({"a": 2.2, "b": 7.7}, {"a": 2.2, "b": 6.6}, True),
+        # A reason that backs the choice: the model read the task behind the rival's words.
+        ({"a": 2.2, "b": 7.7}, {"a": 3.0}, False),
+        # A reason that reads as the rival, but weakly (below twice the floor): not enough to overrule.
+        ({"a": 2.2, "b": 10.6}, {"b": 2.2}, False),
+        # The rival's lead in the request under the ratio, or its evidence under twice the floor.
+        ({"a": 2.0, "b": 3.9}, {}, False),
+        ({"a": 0.5, "b": 2.9}, {}, False),
+    ],
+)
+def test_a_choice_its_reason_does_not_back_is_outweighed_by_a_far_stronger_rival(
+    request_scores: dict[str, float], reason_scores: dict[str, float], expected: bool
+):
+    said = matches(**reason_scores)
+    assert outweighed("a", "b", matches(**request_scores), said, floor=EVIDENCE_FLOOR) is expected
+
+
+def test_zero_scores_in_the_reason_read_as_nothing():
+    assert outweighed("a", "b", matches(a=1.0, b=5.0), matches(a=0.0, b=0.0), floor=EVIDENCE_FLOOR)

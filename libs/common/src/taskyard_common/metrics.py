@@ -300,7 +300,15 @@ RETENTION_OVERDUE = Gauge(
 RETENTION_ROUNDS = Counter("taskyard_retention_rounds_total", "Retention rounds, by outcome", ["outcome"])
 
 ROUTING_METHODS = ("llm", "rules", "explicit")
-ROUTING_FALLBACK_REASONS = ("llm_error", "invalid_answer", "no_llm", "guard", "rate_limited", "no_evidence")
+ROUTING_FALLBACK_REASONS = (
+    "llm_error",
+    "invalid_answer",
+    "no_llm",
+    "guard",
+    "rate_limited",
+    "no_evidence",
+    "outweighed",
+)
 ROUTING_GUARD_OUTCOMES = ("stripped", "overruled")
 ROUTING_CACHE_RESULTS = ("hit", "miss")
 # The specialist label of a dead-lettered task that names none, or one outside the catalog (keeps it bounded).

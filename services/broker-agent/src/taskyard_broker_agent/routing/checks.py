@@ -6,6 +6,8 @@
   LLM call), shows evidence for it (``evidence.judge``; a reason that copies the choice's line is none); a
   specialist chosen on no evidence is the small model's way of missing "none fits". The rules then decide
   strictly (one plain word is no fit), and a choice with weak evidence stands where they find no fit at all.
+  A choice that clears the floor still goes to the rules' specialist when the request shows far more
+  evidence for that one and the model's own reason does not back its choice (``evidence.outweighed``).
 
 Both leave the overruled decision to the rules router (``Router._fallback``), which counts it
 (docs/routing.md, "Weak evidence, one plain word, a copied line").
@@ -22,7 +24,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from taskyard_broker_agent.routing.answers import describe_failure
-from taskyard_broker_agent.routing.evidence import Verdict, copies_line, judge, reason_text
+from taskyard_broker_agent.routing.evidence import Verdict, copies_line, judge, outweighed, reason_text
 from taskyard_broker_agent.routing.guard import DirectiveGuard
 from taskyard_broker_agent.routing.prompt import RoutingPrompt
 from taskyard_broker_agent.routing.reading import (
@@ -41,6 +43,10 @@ from taskyard_common.messages import RoutingDecision, TaskInput
 log = logging.getLogger(__name__)
 
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
+
+# Bounded label values of taskyard_routing_fallbacks_total for the evidence check's two ways to overrule.
+NO_EVIDENCE = "no_evidence"
+OUTWEIGHED = "outweighed"
 
 # ``Router._call`` (one LLM call within the timeout and fleet limits) and ``Router._spent`` (its cost).
 Call = Callable[..., Awaitable[ChatCompletion]]
@@ -93,6 +99,7 @@ class Overruled:
     answer: RoutingDecision  # the LLM's answer, with the reading's call counted in it
     decision: RoutingDecision
     cause: str
+    fallback: str = NO_EVIDENCE  # its label: no evidence for the choice, or more for another
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,7 @@ class EvidenceCheck:
         reason = self.rules.scores(self._reason(answer))
         verdict = self._judge(answer.specialist, matches, reason)
         if verdict.stands:
-            return answer
+            return self._unless_outweighed(request, answer, matches, reason)
         reading, cost = await self._second_reading(request, call, spent)
         decided_on: TaskInput = request
         if cost:
@@ -132,13 +139,36 @@ class EvidenceCheck:
             read = self.rules.scores(reading)
             verdict = self._judge(answer.specialist, better_of(matches, read), reason)
             if verdict.stands:
-                return answer
+                return self._unless_outweighed(request, answer, matches, reason)
             if best_score(read) > best_score(matches):
                 decided_on = reading
         decision = self.rules.route(decided_on, strict=True)
         if matched_nothing(decision) and verdict.score >= self.floor / 2:
             return answer
         return Overruled(answer, decision, f"{verdict.cause}, confidence {answer.confidence:.2f}")
+
+    def _unless_outweighed(
+        self, request: TaskInput, answer: RoutingDecision, matches: list[Match], reason: list[Match]
+    ) -> RoutingDecision | Overruled:
+        """``answer``, unless the rules' strict decision is another specialist than the fallback that the
+        request shows far more evidence for, and the LLM's reason does not back its own choice."""
+        choice = answer.specialist
+        if choice == self.rules.fallback or self.floor <= 0:
+            return answer
+        rival = max(matches, key=lambda m: m.score, default=None)
+        if rival is None or rival.specialist in (choice, self.rules.fallback):
+            return answer
+        if not outweighed(choice, rival.specialist, matches, reason, floor=self.floor):
+            return answer
+        decision = self.rules.route(request, strict=True)
+        if decision.specialist != rival.specialist:
+            return answer
+        held = next((m.score for m in matches if m.specialist == choice), 0.0)
+        cause = (
+            f"the LLM chose {choice} ({held:.2f} of evidence in the request) and its reason does not back it; "
+            f"the request shows {rival.score:.2f} for {rival.specialist}"
+        )
+        return Overruled(answer, decision, cause, OUTWEIGHED)
 
     def _reason(self, answer: RoutingDecision) -> str:
         """What of the LLM's reason is evidence (``evidence.reason_text``): nothing when it copies the

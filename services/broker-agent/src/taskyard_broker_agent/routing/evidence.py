@@ -40,6 +40,8 @@ EVIDENCE_FLOOR = FALLBACK_THRESHOLD
 _CUT_NAME_MIN = 3
 # Words in a row of the chosen specialist's description that make a reason a copy of its line.
 COPIED_RUN = 4
+# How many times the evidence for the LLM's choice the request must show for a rival (``outweighed``).
+OUTWEIGH_RATIO = 2.0
 
 
 @dataclass(frozen=True)
@@ -116,3 +118,32 @@ def copies_line(reason: str, line: Iterable[str], run: int = COPIED_RUN) -> bool
         if any(tuple(said[i : i + run]) in runs for i in range(len(said) - run + 1)):
             return True
     return False
+
+
+def outweighed(
+    choice: str,
+    rival: str,
+    matches: Iterable[Match],
+    reason_matches: Iterable[Match],
+    *,
+    floor: float,
+    ratio: float = OUTWEIGH_RATIO,
+) -> bool:
+    """The LLM's ``choice`` cleared the floor, but the request shows firm evidence (twice the floor) for
+    ``rival``, ``ratio`` times its evidence for the choice, and the model's own reason (``reason_text``)
+    does not back the choice: it reads as nothing in the catalog, or firmly and by that ratio as ``rival``.
+
+    The small model names the wrong specialist of two that a request mentions ("Is my free-night voucher
+    still valid, and which of your hotels take it?" to ``guest-services``, its reason "What the specialist
+    does"); where its reason states the task in the catalog's words, the reason decides (a reason that
+    reads as its choice is the model having read the task behind a distractor's words)."""
+    request = list(matches)
+    firm = 2 * floor
+    for_rival = _score(request, rival)
+    if for_rival < firm or for_rival < ratio * _score(request, choice):
+        return False
+    said = [m for m in reason_matches if m.score > 0]
+    if not said:
+        return True
+    backs_rival = _score(said, rival)
+    return backs_rival >= firm and backs_rival >= ratio * _score(said, choice)

@@ -10,7 +10,8 @@ Around that call (docs/routing.md):
   previous instructions"); when the LLM still picks a specialist a directive asked for, and the rules router
   (on the same cleaned request) does not, the rules decide: the request cannot choose its own route;
 - the **evidence floor** lets the LLM's choice stand only when the request, or its English reading, shows
-  evidence for it; otherwise the rules decide (checks.py);
+  evidence for it, and not when the request shows far more for the rules' choice and the LLM's reason does
+  not back its own; otherwise the rules decide (checks.py);
 - the **decision cache** answers identical normalized requests without another LLM call;
 - every decision records its latency, LLM calls, tokens, whether it was cached and what the guard found.
 """
@@ -55,7 +56,6 @@ INVALID_ANSWER = "invalid_answer"
 NO_LLM = "no_llm"
 GUARD = "guard"
 RATE_LIMITED = "rate_limited"
-NO_EVIDENCE = "no_evidence"
 
 _REASON_MAX = 2000  # RoutingDecision.reason's bound
 # Requests up to this many characters are inspected on the event loop: a thread hop would cost more.
@@ -267,7 +267,7 @@ class Router:
         spent = checked.answer
         return self._fallback(
             request,
-            NO_EVIDENCE,
+            checked.fallback,
             checked.cause,
             calls=spent.llm_calls,
             tokens=spent.tokens,
