@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evals.routing.cases import DEV, HARD_SLICES, HELD_OUT, SLICES, Case
+from taskyard_broker_agent.routing.checks import NO_EVIDENCE, OUTWEIGHED
 from taskyard_broker_agent.routing.router import Router
 
 
@@ -38,10 +39,10 @@ class CallCounter:
         completions.create = counted  # type: ignore[method-assign]
 
 
-# The evidence check's two fallbacks (checks.NO_EVIDENCE, checks.OUTWEIGHED) and their causes, as the
-# fallback's reason quotes them: both name the LLM's choice first.
-_CHECKED = ("no_evidence", "outweighed")
-_OVERRULED = re.compile(r"(?:no_evidence|outweighed): the LLM chose (\S+) \(")
+# The evidence check's two fallbacks and their causes, as the fallback's reason quotes them: both name the
+# LLM's choice first.
+_CHECKED = (NO_EVIDENCE, OUTWEIGHED)
+_OVERRULED = re.compile(rf"(?:{NO_EVIDENCE}|{OUTWEIGHED}): the LLM chose (\S+) \(")
 
 
 @dataclass
@@ -68,8 +69,8 @@ class Outcome:
 
     @property
     def llm_choice(self) -> str:
-        """What the LLM chose where the evidence floor overruled it (its reason names it), else the
-        decision: the route without the floor, from the same run (the call is at temperature 0)."""
+        """What the LLM chose where the evidence check overruled it (its reason names it), else the
+        decision: the route without the check, from the same run (the call is at temperature 0)."""
         found = _OVERRULED.search(self.reason) if self.fallback in _CHECKED else None
         return found.group(1) if found else self.specialist
 
@@ -151,7 +152,7 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         no_fit = [o.llm_choice == o.case.label for o in outcomes if "nofit" in o.case.slices]
         summary["evidence_floor"] = {
             "overruled": len(overruled),
-            "outweighed": sum(o.fallback == "outweighed" for o in overruled),
+            "outweighed": sum(o.fallback == OUTWEIGHED for o in overruled),
             "right_after": sum(o.correct for o in overruled),
             "right_before": sum(o.llm_choice == o.case.label for o in overruled),
             "without": {"n": len(alone), "correct": sum(alone), "accuracy": sum(alone) / len(alone)},

@@ -154,6 +154,27 @@ def test_the_report_counts_what_the_evidence_floor_overruled(catalog: Catalog):
     assert (floor["without"]["correct"], floor["without_nofit"]["correct"]) == (2, 0)
 
 
+def test_a_choice_the_check_outweighed_is_counted_with_the_llms_choice():
+    """checks.EvidenceCheck's cause for an outweighed choice names the LLM's choice as the floor's does."""
+    from evals.routing.cases import Case
+    from evals.routing.score import Outcome
+
+    reason = (
+        "matched: cancel, reservation (rules fallback, outweighed: the LLM chose trips (2.19 of evidence in "
+        "the request) and its reason does not back it; the request shows 8.76 for booking)"
+    )
+    case = Case(id="o", input="Cancel my reservation", label="booking", slices=("clean",))
+    outweighed = Outcome(case, "booking", "rules", 1.0, 1, 10, reason, fallback="outweighed")
+    assert outweighed.llm_choice == "trips"
+    floor = summarize([outweighed])["evidence_floor"]
+    assert (floor["overruled"], floor["outweighed"], floor["right_after"], floor["right_before"]) == (
+        1,
+        1,
+        1,
+        0,
+    )
+
+
 def test_the_evidence_floor_table_runs_on_the_dev_split(capsys):
     from evals.routing.evidence_floor import main as floor_table
 

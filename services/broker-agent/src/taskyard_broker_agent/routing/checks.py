@@ -10,7 +10,7 @@
   evidence for that one and the model's own reason does not back its choice (``evidence.outweighed``).
 
 Both leave the overruled decision to the rules router (``Router._fallback``), which counts it
-(docs/routing.md, "Weak evidence, one plain word, a copied line").
+(docs/routing.md, "Weak evidence, one plain word, a copied line" and "A choice its reason does not back").
 """
 
 from __future__ import annotations
